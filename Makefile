@@ -1,0 +1,32 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both create or reuse .venv.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.durq-installed
+
+.PHONY: demo test lint bench install clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/durq demo
+
+# pytest exits 5 when it collects nothing; that must fail loudly, never pass.
+test: $(STAMP)
+	@$(PY) -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) durq-demo.db durq-demo.db-wal durq-demo.db-shm .pytest_cache .mypy_cache

@@ -1,0 +1,55 @@
+"""durq: a durable job queue for Python on PostgreSQL and SQLite."""
+
+from .aio import AsyncApp
+from .app import App, EnqueueRequest
+from .errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    DurqError,
+    IdempotencyConflict,
+    InvalidStage,
+    InvalidTransition,
+    JobGone,
+    JobNotFound,
+    LeaseLost,
+    SchemaOutOfDate,
+    UnknownTask,
+    ValidationError,
+)
+from .retry import Exponential, Fail, Fixed, Retry, Snooze
+from .settings import Settings
+from .task import JobContext, Task
+from .types import Artifact, Attempt, Job, JobState, RequeueResult
+
+__all__ = [
+    "App",
+    "Artifact",
+    "AsyncApp",
+    "Attempt",
+    "ConfigurationError",
+    "DatabaseUnavailable",
+    "DurqError",
+    "EnqueueRequest",
+    "Exponential",
+    "Fail",
+    "Fixed",
+    "IdempotencyConflict",
+    "InvalidStage",
+    "InvalidTransition",
+    "Job",
+    "JobContext",
+    "JobGone",
+    "JobNotFound",
+    "JobState",
+    "LeaseLost",
+    "RequeueResult",
+    "Retry",
+    "SchemaOutOfDate",
+    "Settings",
+    "Snooze",
+    "Task",
+    "UnknownTask",
+    "ValidationError",
+]
+
+__version__ = "0.1.0"

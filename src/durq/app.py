@@ -1,0 +1,455 @@
+"""``App``: the task registry and every synchronous operation on jobs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar, overload
+
+from .backends.base import Backend, NewJob
+from .enqueue import build_new_job, parse_states, validate_queue
+from .errors import ConfigurationError, SchemaOutOfDate, ValidationError
+from .retry import DEFAULT_POLICY, Classifier, RetryPolicy
+from .settings import Settings
+from .task import Task
+from .types import Artifact, Attempt, Job, RequeueResult
+
+__all__ = ["App", "EnqueueRequest"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MAX_LIST_LIMIT = 1000
+
+
+def make_backend(settings: Settings) -> Backend:
+    url = settings.database_url
+    if url.startswith("sqlite:"):
+        from .backends.sqlite.backend import SqliteBackend
+
+        return SqliteBackend(
+            url, synchronous=settings.sqlite_synchronous,
+            busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        )
+    from .backends.postgres.backend import PostgresBackend
+
+    return PostgresBackend(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+
+
+def default_worker_id() -> str:
+    """Seed 003 §2: ``POD_NAME`` → ``HOSTNAME`` → a UUID made at boot, plus the pid."""
+    base = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or _BOOT_ID
+    return f"{base}:{os.getpid()}"
+
+
+_BOOT_ID = f"{socket.gethostname() or 'host'}-{uuid.uuid4().hex[:8]}"
+
+
+class EnqueueRequest:
+    """One item for :meth:`App.enqueue_many`."""
+
+    __slots__ = ("args", "options", "task")
+
+    def __init__(self, task: str | Task[Any, Any], args: dict[str, Any] | None = None, **options: Any):
+        self.task = task
+        self.args = args
+        self.options = options
+
+
+class App:
+    """A durq application: where jobs live and which tasks this process knows.
+
+    ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).
+    """
+
+    def __init__(self, database_url: str | None = None, *, settings: Settings | None = None):
+        if settings is None:
+            settings = Settings(database_url=database_url) if database_url else Settings()
+        elif database_url is not None:
+            settings = settings.model_copy(update={"database_url": database_url})
+        self.settings = settings
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.periodic_tasks: list[Any] = []
+        self._backend: Backend | None = None
+
+    # ---- wiring ----------------------------------------------------------------------
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = make_backend(self.settings)
+        return self._backend
+
+    @property
+    def database_url(self) -> str:
+        return self.settings.database_url
+
+    def migrate(self) -> list[int]:
+        """Apply pending schema migrations; returns the versions applied."""
+        return self.backend.migrate()
+
+    def check_schema(self) -> None:
+        """Raise ``SchemaOutOfDate`` unless every known migration is applied."""
+        missing = sorted(set(self.backend.known_migrations()) - set(self.backend.applied_migrations()))
+        if missing:
+            raise SchemaOutOfDate(
+                f"migrations {missing} are not applied to this database: run `durq migrate`"
+            )
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- tasks -----------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: F, /) -> Task[Any, Any]: ...
+
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        retry: RetryPolicy | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        stages: Sequence[str] = (),
+        timeout: float | None = None,
+        classifier: Classifier | None = None,
+        pass_context: bool = False,
+    ) -> Callable[[F], Task[Any, Any]]: ...
+
+    def task(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        retry: RetryPolicy | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        stages: Sequence[str] = (),
+        timeout: float | None = None,
+        classifier: Classifier | None = None,
+        pass_context: bool = False,
+    ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
+        """Register a task: ``@app.task(queue="images", retry=Fixed([60, 300]), max_attempts=5)``."""
+
+        def register(func: F) -> Task[Any, Any]:
+            task_name = name or func.__name__
+            if task_name in self.tasks:
+                raise ConfigurationError(
+                    f"task {task_name!r} is registered twice; give one of them name=..."
+                )
+            attempts = max_attempts if max_attempts is not None else self.settings.default_max_attempts
+            if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+                raise ConfigurationError(f"task {task_name!r}: max_attempts must be an int >= 1")
+            task_queue = validate_queue(queue or self.settings.default_queue)
+            task: Task[Any, Any] = Task(
+                app=self,
+                name=task_name,
+                fn=func,
+                queue=task_queue,
+                retry=retry or DEFAULT_POLICY,
+                max_attempts=attempts,
+                priority=priority,
+                stages=tuple(stages),
+                timeout=timeout,
+                classifier=classifier,
+                pass_context=pass_context,
+            )
+            self.tasks[task_name] = task
+            return task
+
+        return register(fn) if fn is not None else register
+
+    def _resolve(self, task: str | Task[Any, Any]) -> tuple[str, Task[Any, Any] | None]:
+        if isinstance(task, Task):
+            return task.name, task
+        if not isinstance(task, str):
+            raise ValidationError(f"task must be a task name or a Task, got {type(task).__name__}")
+        return task, self.tasks.get(task)
+
+    # ---- enqueue ---------------------------------------------------------------------
+
+    def build(
+        self,
+        task: str | Task[Any, Any],
+        args: dict[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: float | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        idempotency_scope: str | None = None,
+        idempotency_ttl: float | None = None,
+        created_by: str | None = None,
+        request_hash: str | None = None,
+    ) -> NewJob:
+        """Validate an enqueue request into a ``NewJob`` (pure: nothing is written)."""
+        name, known = self._resolve(task)
+        return build_new_job(
+            task=name,
+            args=args,
+            queue=queue or (known.queue if known else self.settings.default_queue),
+            priority=priority if priority is not None else (known.priority if known else 0),
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts
+            if max_attempts is not None
+            else (known.max_attempts if known else self.settings.default_max_attempts),
+            retry=known.retry if known else _NoPolicy(),
+            created_by=created_by,
+            idempotency_key=idempotency_key,
+            idempotency_scope=idempotency_scope,
+            idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
+            request_hash_override=request_hash,
+        )
+
+    def enqueue(
+        self,
+        task: str | Task[Any, Any],
+        args: dict[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: float | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        idempotency_scope: str | None = None,
+        idempotency_ttl: float | None = None,
+        created_by: str | None = None,
+        connection: Any = None,
+    ) -> Job:
+        """Enqueue one job and return it.
+
+        With ``connection=`` (a SQLAlchemy ``Connection``/``Session`` or a DB-API connection)
+        the job is written in the caller's transaction: it exists iff the caller commits.
+        With ``idempotency_key=`` the same key and arguments return the original job; the
+        same key with other arguments raises ``IdempotencyConflict``.
+        """
+        new = self.build(
+            task,
+            args,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+            idempotency_scope=idempotency_scope,
+            idempotency_ttl=idempotency_ttl,
+            created_by=created_by,
+        )
+        return self.insert(new, connection=connection)[0]
+
+    def insert(self, new: NewJob, *, connection: Any = None) -> tuple[Job, bool]:
+        """Write a validated ``NewJob``: ``(job, created)``."""
+        if connection is not None:
+            ex = self.backend.foreign_executor(connection, self.backend.dialect)
+            return self.backend.job_insert(ex, new)
+        with self.backend.transaction() as ex:
+            return self.backend.job_insert(ex, new)
+
+    def enqueue_many(
+        self,
+        items: Iterable[EnqueueRequest | tuple[str | Task[Any, Any], dict[str, Any]]],
+        *,
+        connection: Any = None,
+    ) -> list[Job]:
+        """Enqueue many jobs in one transaction (one statement on PostgreSQL).
+
+        All are validated first; if any is invalid, none is written.
+        """
+        built = []
+        for i, item in enumerate(items):
+            req = item if isinstance(item, EnqueueRequest) else EnqueueRequest(item[0], item[1])
+            try:
+                built.append(self.build(req.task, req.args, **req.options))
+            except ValidationError as exc:
+                raise ValidationError(f"item {i}: {exc}") from None
+        if not built:
+            return []
+        if connection is not None:
+            ex = self.backend.foreign_executor(connection, self.backend.dialect)
+            return self.backend.job_insert_many(ex, built)
+        with self.backend.transaction() as ex:
+            return self.backend.job_insert_many(ex, built)
+
+    # ---- reads -----------------------------------------------------------------------
+
+    def get_job(self, job_id: int) -> Job:
+        """The job, or ``JobNotFound`` (``JobGone`` if it was pruned)."""
+        with self.backend.read() as ex:
+            return self.backend.job_get(ex, int(job_id))
+
+    def list_jobs(
+        self,
+        *,
+        state: str | list[str] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        created_by: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Newest first. Page with ``before_id`` = the last id of the previous page."""
+        states_ = parse_states(state)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise ValidationError(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}")
+        for name, value in (("created_after", created_after), ("created_before", created_before)):
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")
+        with self.backend.read() as ex:
+            return self.backend.job_list(
+                ex,
+                states_=states_,
+                queue=queue,
+                task=task,
+                created_by=created_by,
+                created_after=created_after,
+                created_before=created_before,
+                before_id=before_id,
+                limit=limit,
+            )
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        with self.backend.read() as ex:
+            self.backend.job_get(ex, job_id)
+            return self.backend.attempt_list(ex, job_id)
+
+    def artifacts(self, job_id: int) -> list[Artifact]:
+        with self.backend.read() as ex:
+            self.backend.job_get(ex, job_id)
+            return self.backend.artifact_list(ex, job_id)
+
+    def queue_stats(self) -> dict[str, dict[str, Any]]:
+        """Per queue: counts by state, oldest and p95 age of ready jobs, and ``degraded``."""
+        with self.backend.read() as ex:
+            stats = self.backend.queue_stats(ex)
+        for entry in stats.values():
+            p95 = entry["p95_age_seconds"] or 0.0
+            entry["degraded"] = bool(
+                p95 > self.settings.degraded_p95_age_seconds
+                or entry["ready"] > self.settings.degraded_ready_count
+            )
+        return stats
+
+    # ---- operator actions ------------------------------------------------------------
+
+    def cancel(self, job_id: int) -> Job:
+        """queued/retry_wait → cancelled; running → cancel requested (honoured at the
+        worker's next fenced write); finished → unchanged."""
+        with self.backend.transaction() as ex:
+            return self.backend.job_cancel(ex, int(job_id))
+
+    def requeue(self, job_id: int) -> RequeueResult:
+        """Seed 000: a running job is an idempotent no-op; any other state → queued with
+        attempts, error and finished time reset."""
+        with self.backend.transaction() as ex:
+            job, idempotent = self.backend.job_requeue(ex, int(job_id))
+        return RequeueResult(job=job, idempotent=idempotent)
+
+    def pause_queue(self, queue: str) -> None:
+        with self.backend.transaction() as ex:
+            self.backend.queue_set_paused(ex, validate_queue(queue), True)
+
+    def resume_queue(self, queue: str) -> None:
+        with self.backend.transaction() as ex:
+            self.backend.queue_set_paused(ex, validate_queue(queue), False)
+
+    # ---- running jobs in this process -------------------------------------------------
+
+    def run_job(self, job_id: int, *, worker_id: str | None = None) -> Job:
+        """Claim one ready job by id, run it here, write its outcome; returns the job after.
+
+        A job that is not ready (running elsewhere, finished, scheduled later) is returned
+        unchanged.
+        """
+        from .worker.executor import execute_sync, finish_request
+
+        wid = worker_id or default_worker_id()
+        with self.backend.transaction() as ex:
+            job = self.backend.job_claim_id(
+                ex, int(job_id), worker_id=wid, lease_seconds=self.settings.lease_seconds
+            )
+        if job is None:
+            return self.get_job(job_id)
+        return self._finish(execute_sync(self, job, wid), wid)
+
+    def work(
+        self,
+        *,
+        queues: Sequence[str] | None = None,
+        limit: int | None = None,
+        worker_id: str | None = None,
+        batch: int = 10,
+    ) -> list[Job]:
+        """Claim and run ready jobs in this thread until none is ready (or ``limit`` ran).
+
+        The simple in-process loop used by ``durq.testing`` and sync execution; the
+        ``durq worker`` runtime adds concurrency, heartbeats and graceful shutdown.
+        """
+        from .worker.executor import execute_sync
+
+        wid = worker_id or default_worker_id()
+        names = list(queues) if queues else sorted({t.queue for t in self.tasks.values()} or {"default"})
+        done: list[Job] = []
+        while limit is None or len(done) < limit:
+            take = batch if limit is None else min(batch, limit - len(done))
+            with self.backend.transaction() as ex:
+                claimed = self.backend.job_claim(
+                    ex, queues=names, worker_id=wid, limit=take,
+                    lease_seconds=self.settings.lease_seconds,
+                )
+            if not claimed:
+                break
+            for job in claimed:
+                done.append(self._finish(execute_sync(self, job, wid), wid))
+        return done
+
+    def _finish(self, result: Any, worker_id: str) -> Job:
+        from .errors import LeaseLost
+        from .worker.executor import finish_request
+
+        req = finish_request(result, worker_id)
+        if req is None:
+            return self.get_job(result.job.id)
+        try:
+            with self.backend.transaction() as ex:
+                return self.backend.job_finish(ex, req)
+        except LeaseLost:
+            return self.get_job(result.job.id)
+
+    def reclaim_expired(self, limit: int = 100) -> list[Job]:
+        """Expired leases → ``retry_wait`` or ``dead_letter`` (the lost attempt is recorded)."""
+        with self.backend.transaction() as ex:
+            return self.backend.job_reclaim(ex, limit)
+
+
+class _NoPolicy:
+    """Stored for tasks this process does not know: the worker applies the task's own."""
+
+    def delay_for(self, attempt: int, rng: Any = None) -> float:
+        return DEFAULT_POLICY.delay_for(attempt, rng)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,554 @@
+"""The backend seam: named operations over SQL, with capability flags.
+
+The flow of each operation (idempotent enqueue, fenced finish, reclaim, …) is written once
+here; the two dialects differ only in their ``.sql`` files and in how values cross the
+driver (times, JSON, lists), which :class:`Backend` subclasses supply.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .. import states
+from ..errors import InvalidStage, JobGone, JobNotFound, LeaseLost
+from ..retry import policy_from_dict
+from ..types import Artifact, Attempt, Job, JobState
+from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
+
+__all__ = ["Backend", "Capabilities", "ClaimedJob", "FinishRequest", "NewJob"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    listen_notify: bool
+    skip_locked: bool
+    bulk_insert: bool
+    concurrent_writers: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated enqueue request (see ``durq.app``), ready to insert."""
+
+    queue: str
+    task: str
+    args_json: str
+    priority: int
+    run_at: datetime | None
+    delay: float
+    max_attempts: int
+    retry_policy_json: str
+    created_by: str | None
+    idempotency_scope: str | None
+    idempotency_key: str | None
+    request_hash: str
+    idempotency_ttl: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    job: Job
+
+
+@dataclass(frozen=True, slots=True)
+class FinishRequest:
+    """One fenced outcome write for a job this worker holds at ``claim_version``."""
+
+    job_id: int
+    claim_version: int
+    worker_id: str | None
+    change: states.Change
+    runtime_ms: int | None
+    artifacts: Sequence[Artifact] = ()
+
+
+class Backend(ABC):
+    dialect: str
+    capabilities: Capabilities
+    queries: Queries
+    folder: Path
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.queries = load_queries(self.folder)
+
+    # ---- connections (dialect) -----------------------------------------------------------
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Executor]:
+        """A write transaction on a connection durq owns; commits on success."""
+
+    @abstractmethod
+    def read(self) -> AbstractContextManager[Executor]:
+        """A connection for reads."""
+
+    @abstractmethod
+    def foreign(self, connection: Any) -> Executor:
+        """An executor over the caller's own connection; durq never commits it."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # ---- values across the driver (dialect) ----------------------------------------------
+
+    @abstractmethod
+    def now_param(self) -> Any:
+        """The ``:now`` parameter (SQLite binds Python's clock; PostgreSQL ignores it)."""
+
+    @abstractmethod
+    def list_param(self, values: Sequence[Any] | None) -> Any: ...
+
+    @abstractmethod
+    def ts_param(self, value: datetime | None) -> Any: ...
+
+    @abstractmethod
+    def ts_out(self, value: Any) -> datetime | None: ...
+
+    @abstractmethod
+    def migrate(self) -> list[int]:
+        """Apply pending migrations; return the versions applied."""
+
+    @abstractmethod
+    def applied_migrations(self) -> list[int]: ...
+
+    def migration_sql(self) -> str:
+        return "\n\n".join(sql for _, _, sql in migrations_in(self.folder / "migrations"))
+
+    def known_migrations(self) -> list[int]:
+        return [v for v, _, _ in migrations_in(self.folder / "migrations")]
+
+    def foreign_executor(self, connection: Any, dialect: str) -> Executor:
+        """SQLAlchemy Connection/Session → text(); else a DB-API connection of the dialect."""
+        if hasattr(connection, "execute") and hasattr(connection, "get_bind"):  # Session
+            connection = connection.connection()
+        if type(connection).__module__.startswith("sqlalchemy"):
+            return SqlAlchemyExecutor(connection, self.queries, dialect)
+        return self.foreign(connection)
+
+    # ---- rows → types ---------------------------------------------------------------------
+
+    def job_from_row(self, row: Mapping[str, Any]) -> Job:
+        ts = self.ts_out
+        return Job(
+            id=int(row["id"]),
+            queue=row["queue"],
+            task=row["task"],
+            args=_json_in(row["args"]) or {},
+            state=JobState(row["state"]),
+            stage=row["stage"],
+            priority=int(row["priority"]),
+            attempt=int(row["attempt"]),
+            max_attempts=int(row["max_attempts"]),
+            claim_version=int(row["claim_version"]),
+            worker_id=row["worker_id"],
+            run_at=ts(row["run_at"]) or _epoch(),
+            created_at=ts(row["created_at"]) or _epoch(),
+            updated_at=ts(row["updated_at"]) or _epoch(),
+            attempted_at=ts(row["attempted_at"]),
+            finished_at=ts(row["finished_at"]),
+            lease_expires_at=ts(row["lease_expires_at"]),
+            heartbeat_at=ts(row["heartbeat_at"]),
+            last_error_code=row["last_error_code"],
+            last_error=row["last_error"],
+            result=_json_in(row["result"]),
+            retry_policy=_json_in(row["retry_policy"]) or {},
+            cancel_requested=bool(row["cancel_requested"]),
+            created_by=row["created_by"],
+            idempotency_key=row["idempotency_key"],
+        )
+
+    # ---- enqueue ---------------------------------------------------------------------------
+
+    def job_insert(self, ex: Executor, new: NewJob) -> tuple[Job, bool]:
+        """Insert one job; with an idempotency key, return the original instead.
+
+        Returns ``(job, created)``. Raises ``IdempotencyConflict`` when the key was used
+        with a different request. Runs inside ``ex``'s transaction and never ends it.
+        """
+        from ..errors import IdempotencyConflict
+
+        now = self.now_param()
+        if new.idempotency_key is not None:
+            scope = new.idempotency_scope or new.task
+            key = {"scope": scope, "key": new.idempotency_key, "now": now}
+            rows = ex.run("idem_get", key)
+            if rows and not rows[0]["expired"]:
+                return self._idempotent_hit(ex, new, scope, rows[0]), False
+            if rows:
+                ex.run("idem_delete", key)
+        row = ex.run("job_insert", self._insert_params(new, now))[0]
+        job = self.job_from_row(row)
+        if new.idempotency_key is None:
+            return job, True
+        scope = new.idempotency_scope or new.task
+        won = ex.run(
+            "idem_insert",
+            {
+                "scope": scope,
+                "key": new.idempotency_key,
+                "args_hash": new.request_hash,
+                "job_id": job.id,
+                "ttl": new.idempotency_ttl,
+                "now": now,
+            },
+        )
+        if won:
+            return job, True
+        # A concurrent enqueue committed the same key first: undo our row, answer with theirs.
+        ex.run("job_delete", {"id": job.id})
+        rows = ex.run("idem_get", {"scope": scope, "key": new.idempotency_key, "now": now})
+        if not rows:  # pragma: no cover - the winner's row vanished between two statements
+            raise IdempotencyConflict(scope, new.idempotency_key, -1)
+        return self._idempotent_hit(ex, new, scope, rows[0]), False
+
+    def _idempotent_hit(self, ex: Executor, new: NewJob, scope: str, row: Mapping[str, Any]) -> Job:
+        from ..errors import IdempotencyConflict
+
+        assert new.idempotency_key is not None
+        if row["args_hash"] != new.request_hash:
+            raise IdempotencyConflict(scope, new.idempotency_key, int(row["job_id"]))
+        found = ex.run("job_get", {"id": row["job_id"]})
+        if not found:
+            raise JobGone(int(row["job_id"]))
+        return self.job_from_row(found[0])
+
+    def _insert_params(self, new: NewJob, now: Any) -> dict[str, Any]:
+        return {
+            "queue": new.queue,
+            "task": new.task,
+            "args": new.args_json,
+            "priority": new.priority,
+            "run_at": self.ts_param(new.run_at),
+            "delay": new.delay,
+            "max_attempts": new.max_attempts,
+            "retry_policy": new.retry_policy_json,
+            "created_by": new.created_by,
+            "idempotency_key": new.idempotency_key,
+            "now": now,
+        }
+
+    def job_insert_many(self, ex: Executor, jobs: Sequence[NewJob]) -> list[Job]:
+        """Insert many jobs without idempotency keys (the bulk path)."""
+        return [self.job_insert(ex, new)[0] for new in jobs]
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def job_get(self, ex: Executor, job_id: int) -> Job:
+        rows = ex.run("job_get", {"id": job_id})
+        if rows:
+            return self.job_from_row(rows[0])
+        if ex.run("tombstone_get", {"id": job_id}):
+            raise JobGone(job_id)
+        raise JobNotFound(job_id)
+
+    def job_list(
+        self,
+        ex: Executor,
+        *,
+        states_: Sequence[str] | None,
+        queue: str | None,
+        task: str | None,
+        created_by: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+        before_id: int | None,
+        limit: int,
+    ) -> list[Job]:
+        rows = ex.run(
+            "job_list",
+            {
+                "states": self.list_param(states_),
+                "queue": queue,
+                "task": task,
+                "created_by": created_by,
+                "created_after": self.ts_param(created_after),
+                "created_before": self.ts_param(created_before),
+                "before_id": before_id,
+                "limit": limit,
+            },
+        )
+        return [self.job_from_row(r) for r in rows]
+
+    def attempt_list(self, ex: Executor, job_id: int) -> list[Attempt]:
+        return [
+            Attempt(
+                job_id=int(r["job_id"]),
+                attempt=int(r["attempt"]),
+                claim_version=int(r["claim_version"]),
+                worker_id=r["worker_id"],
+                started_at=self.ts_out(r["started_at"]),
+                finished_at=self.ts_out(r["finished_at"]) or _epoch(),
+                runtime_ms=r["runtime_ms"],
+                outcome=r["outcome"],
+                error_code=r["error_code"],
+                error_message=r["error_message"],
+            )
+            for r in ex.run("attempt_list", {"job_id": job_id})
+        ]
+
+    def artifact_list(self, ex: Executor, job_id: int) -> list[Artifact]:
+        return [
+            Artifact(
+                artifact_type=r["artifact_type"],
+                payload=_json_in(r["payload"]),
+                ref=r["ref"],
+                job_id=int(r["job_id"]),
+                created_at=self.ts_out(r["created_at"]),
+            )
+            for r in ex.run("artifact_list", {"job_id": job_id})
+        ]
+
+    # ---- the worker's writes (all fenced) ---------------------------------------------------
+
+    def job_claim(
+        self, ex: Executor, *, queues: Sequence[str], worker_id: str, limit: int, lease_seconds: float
+    ) -> list[Job]:
+        rows = ex.run(
+            "job_claim",
+            {
+                "queues": self.list_param(list(queues)),
+                "worker_id": worker_id,
+                "limit": limit,
+                "lease_seconds": lease_seconds,
+                "now": self.now_param(),
+            },
+        )
+        return sorted((self.job_from_row(r) for r in rows), key=_claim_order)
+
+    def job_claim_id(
+        self, ex: Executor, job_id: int, *, worker_id: str, lease_seconds: float
+    ) -> Job | None:
+        rows = ex.run(
+            "job_claim_id",
+            {
+                "id": job_id,
+                "worker_id": worker_id,
+                "lease_seconds": lease_seconds,
+                "now": self.now_param(),
+            },
+        )
+        return self.job_from_row(rows[0]) if rows else None
+
+    def job_finish(self, ex: Executor, req: FinishRequest) -> Job:
+        """Write an outcome if this worker still owns the job, else raise ``LeaseLost``."""
+        change = req.change
+        now = self.now_param()
+        params = {
+            "id": req.job_id,
+            "claim_version": req.claim_version,
+            "to_state": str(change.to_state),
+            "refund": 1 if change.refund_attempt else 0,
+            "bump": 1 if change.bump_version else 0,
+            "delay": change.delay,
+            "error_code": change.error_code,
+            "error_message": change.error_message,
+            "result": None if change.result is None else json.dumps(change.result),
+            "worker_id": req.worker_id,
+            "runtime_ms": req.runtime_ms,
+            "outcome": change.attempt_outcome,
+            "now": now,
+        }
+        rows = ex.run("job_finish", params)
+        if not rows:
+            raise LeaseLost(req.job_id, req.claim_version)
+        job = self.job_from_row(rows[0])
+        self._after_finish(ex, job, req, params)
+        for artifact in req.artifacts if job.state is JobState.SUCCEEDED else ():
+            ex.run(
+                "artifact_insert",
+                {
+                    "job_id": job.id,
+                    "artifact_type": artifact.artifact_type,
+                    "ref": artifact.ref,
+                    "payload": json.dumps(artifact.payload),
+                    "now": now,
+                },
+            )
+        return job
+
+    def _after_finish(
+        self, ex: Executor, job: Job, req: FinishRequest, params: Mapping[str, Any]
+    ) -> None:
+        """Dialects that cannot write the attempt record in the finish statement do it here."""
+
+    def job_heartbeat(
+        self, ex: Executor, job_id: int, claim_version: int, lease_seconds: float
+    ) -> bool:
+        """Extend the lease. Returns ``cancel_requested``; raises ``LeaseLost``."""
+        rows = ex.run(
+            "job_heartbeat",
+            {
+                "id": job_id,
+                "claim_version": claim_version,
+                "lease_seconds": lease_seconds,
+                "now": self.now_param(),
+            },
+        )
+        if not rows:
+            raise LeaseLost(job_id, claim_version)
+        return bool(rows[0]["cancel_requested"])
+
+    def job_heartbeat_many(
+        self, ex: Executor, held: Sequence[tuple[int, int]], lease_seconds: float
+    ) -> dict[int, bool]:
+        """Extend many leases at once: ``{job_id: cancel_requested}`` for those still held."""
+        out: dict[int, bool] = {}
+        for job_id, version in held:
+            try:
+                out[job_id] = self.job_heartbeat(ex, job_id, version, lease_seconds)
+            except LeaseLost:
+                continue
+        return out
+
+    def job_set_stage(
+        self,
+        ex: Executor,
+        job: Job,
+        claim_version: int,
+        stage: str,
+        expected_stage: str | None,
+        lease_seconds: float,
+    ) -> bool:
+        rows = ex.run(
+            "job_set_stage",
+            {
+                "id": job.id,
+                "claim_version": claim_version,
+                "stage": stage,
+                "expected_stage": expected_stage,
+                "lease_seconds": lease_seconds,
+                "now": self.now_param(),
+            },
+        )
+        if rows:
+            return bool(rows[0]["cancel_requested"])
+        current = ex.run("job_get", {"id": job.id})
+        if (
+            current
+            and current[0]["state"] == "running"
+            and int(current[0]["claim_version"]) == claim_version
+        ):
+            raise InvalidStage(
+                f"job {job.id} is at stage {current[0]['stage']!r}; it cannot move to "
+                f"{stage!r} (expected to come from {expected_stage!r}). Stages advance in "
+                "the order the task declares"
+            )
+        raise LeaseLost(job.id, claim_version)
+
+    def job_expired(self, ex: Executor, limit: int) -> list[Job]:
+        rows = ex.run("job_expired", {"limit": limit, "now": self.now_param()})
+        return [self.job_from_row(r) for r in rows]
+
+    def job_reclaim(self, ex: Executor, limit: int = 100) -> list[Job]:
+        """Expired leases → ``retry_wait`` or ``dead_letter`` by the failure rules."""
+        reclaimed = []
+        for job in self.job_expired(ex, limit):
+            change = states.outcome_to_change(
+                attempt=job.attempt,
+                max_attempts=job.max_attempts,
+                policy=policy_from_dict(job.retry_policy),
+                outcome=states.Lost(),
+            )
+            req = FinishRequest(job.id, job.claim_version, job.worker_id, change, None)
+            try:
+                reclaimed.append(self.job_finish(ex, req))
+            except LeaseLost:  # the owner finished it between our read and write
+                continue
+        return reclaimed
+
+    # ---- operator actions -------------------------------------------------------------------
+
+    def job_cancel(self, ex: Executor, job_id: int) -> Job:
+        now = self.now_param()
+        rows = ex.run(
+            "job_cancel_ready",
+            {"id": job_id, "from_states": self.list_param(sorted(states.cancel())), "now": now},
+        )
+        if not rows:
+            rows = ex.run("job_cancel_running", {"id": job_id, "now": now})
+        if rows:
+            return self.job_from_row(rows[0])
+        return self.job_get(ex, job_id)  # terminal: a no-op that reports the state
+
+    def job_requeue(self, ex: Executor, job_id: int) -> tuple[Job, bool]:
+        """``(job, idempotent)``: a running job is left alone and reported as such."""
+        rows = ex.run(
+            "job_requeue",
+            {
+                "id": job_id,
+                "from_states": self.list_param(sorted(states.requeue())),
+                "now": self.now_param(),
+            },
+        )
+        if rows:
+            return self.job_from_row(rows[0]), False
+        return self.job_get(ex, job_id), True
+
+    # ---- queues -----------------------------------------------------------------------------
+
+    def queue_set_paused(self, ex: Executor, name: str, paused: bool) -> None:
+        ex.run("queue_set_paused", {"name": name, "paused": paused, "now": self.now_param()})
+
+    def queue_stats(self, ex: Executor) -> dict[str, dict[str, Any]]:
+        """Per queue: counts by state, ready count, oldest and p95 age (seconds) of ready jobs."""
+        stats: dict[str, dict[str, Any]] = {}
+
+        def entry(name: str) -> dict[str, Any]:
+            return stats.setdefault(
+                name,
+                {
+                    "counts": {str(s): 0 for s in JobState},
+                    "ready": 0,
+                    "oldest_age_seconds": None,
+                    "p95_age_seconds": None,
+                    "paused": False,
+                },
+            )
+
+        for row in ex.run("queue_counts", {}):
+            entry(row["queue"])["counts"][row["state"]] = int(row["n"])
+        for row in ex.run("queue_list", {}):
+            entry(row["name"])["paused"] = bool(row["paused"])
+        for row in self._ready_ages(ex):
+            e = entry(row["queue"])
+            e["ready"] = int(row["ready"])
+            e["oldest_age_seconds"] = max(0.0, float(row["oldest_age"]))
+            e["p95_age_seconds"] = max(0.0, float(row["p95_age"]))
+        return stats
+
+    def _ready_ages(self, ex: Executor) -> list[dict[str, Any]]:
+        return ex.run("queue_ready_ages", {"now": self.now_param()})
+
+
+def nearest_rank(n: int, fraction: float) -> int:
+    """0-based index of the nearest-rank percentile in an ascending list of ``n`` values."""
+    return max(0, math.ceil(fraction * n) - 1)
+
+
+def _claim_order(job: Job) -> tuple[int, datetime, int]:
+    return (job.priority, job.run_at, job.id)
+
+
+def _json_in(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes | bytearray):
+        return json.loads(value)
+    return value
+
+
+def _epoch() -> datetime:
+    return datetime.fromtimestamp(0, UTC)
+
+
+def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,168 @@
+"""PostgreSQL through psycopg 3: a connection pool, SKIP LOCKED claims, LISTEN/NOTIFY."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import ConnectionPool
+
+from ...errors import ConfigurationError, DatabaseUnavailable, SchemaOutOfDate
+from ...settings import redact_url
+from ..base import Backend, Capabilities, NewJob
+from ..sql import Executor, PsycopgExecutor, migrations_in
+
+__all__ = ["PostgresBackend", "conninfo_from_url"]
+
+
+def conninfo_from_url(url: str) -> str:
+    for prefix in ("postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix) :]
+    return url
+
+
+class PostgresBackend(Backend):
+    dialect = "postgresql"
+    capabilities = Capabilities(
+        listen_notify=True, skip_locked=True, bulk_insert=True, concurrent_writers=True
+    )
+    folder = Path(__file__).parent
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        super().__init__(url)
+        self.conninfo = conninfo_from_url(url)
+        self.min_size = min_size
+        self.max_size = max(max_size, min_size, 1)
+        self._pool: ConnectionPool | None = None
+        self._lock = threading.Lock()
+
+    # ---- connections -------------------------------------------------------------------
+
+    def connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+        """A dedicated connection (LISTEN, benchmarks). Raises ``DatabaseUnavailable``."""
+        try:
+            return psycopg.connect(self.conninfo, autocommit=autocommit, connect_timeout=10)
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailable(
+                f"cannot connect to {redact_url(self.url)}: {str(exc).strip()}. "
+                "Is PostgreSQL running and DURQ_DATABASE_URL right?"
+            ) from exc
+
+    def _get_pool(self) -> ConnectionPool:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self.connect().close()  # fail fast with a clear error, not a pool timeout
+                    self._pool = ConnectionPool(
+                        self.conninfo,
+                        min_size=self.min_size,
+                        max_size=self.max_size,
+                        open=True,
+                        name="durq",
+                    )
+        return self._pool
+
+    @contextmanager
+    def transaction(self) -> Iterator[Executor]:
+        with _translated(self.url), self._get_pool().connection() as conn:
+            yield PsycopgExecutor(conn, self.queries)
+
+    read = transaction
+
+    def foreign(self, connection: Any) -> Executor:
+        module = type(connection).__module__
+        if module.startswith(("psycopg", "psycopg2")):
+            return PsycopgExecutor(connection, self.queries)
+        raise ConfigurationError(
+            f"connection= got a {type(connection).__name__} from {module!r}, but this App uses "
+            "PostgreSQL: pass a psycopg connection, or a SQLAlchemy Connection/Session bound "
+            "to the same PostgreSQL database"
+        )
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # ---- values ------------------------------------------------------------------------
+
+    def now_param(self) -> Any:
+        return None
+
+    def list_param(self, values: Sequence[Any] | None) -> Any:
+        return None if values is None else list(values)
+
+    def ts_param(self, value: datetime | None) -> Any:
+        return value
+
+    def ts_out(self, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.astimezone(UTC)
+
+    # ---- schema ------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        applied: list[int] = []
+        with self.transaction() as ex:
+            ex.run("migrations_table")
+            ex.run("migrations_lock")  # one migrator at a time, however many start at once
+            done = {int(r["version"]) for r in ex.run("migrations_applied")}
+            conn = ex.conn  # type: ignore[attr-defined]
+            for version, name, sql in migrations_in(self.folder / "migrations"):
+                if version in done:
+                    continue
+                conn.execute(sql)  # type: ignore[arg-type]  # trusted file in the package
+                ex.run("migration_record", {"version": version, "name": name})
+                applied.append(version)
+        return applied
+
+    def applied_migrations(self) -> list[int]:
+        with self.read() as ex:
+            ex.run("migrations_table")
+            return [int(r["version"]) for r in ex.run("migrations_applied")]
+
+    # ---- bulk enqueue: one multi-row statement -----------------------------------------
+
+    def job_insert_many(self, ex: Executor, jobs: Sequence[NewJob]) -> list[Any]:
+        if any(j.idempotency_key is not None for j in jobs):
+            return super().job_insert_many(ex, jobs)
+        rows = ex.run(
+            "job_insert_many",
+            {
+                "queues": [j.queue for j in jobs],
+                "tasks": [j.task for j in jobs],
+                "args": [j.args_json for j in jobs],
+                "priorities": [j.priority for j in jobs],
+                "run_ats": [j.run_at for j in jobs],
+                "delays": [j.delay for j in jobs],
+                "max_attempts": [j.max_attempts for j in jobs],
+                "retry_policies": [j.retry_policy_json for j in jobs],
+                "created_bys": [j.created_by for j in jobs],
+            },
+        )
+        ex.run("job_notify", {"queues": sorted({j.queue for j in jobs})})
+        return sorted((self.job_from_row(r) for r in rows), key=lambda job: job.id)
+
+
+@contextmanager
+def _translated(url: str) -> Iterator[None]:
+    try:
+        yield
+    except pg_errors.UndefinedTable as exc:
+        raise SchemaOutOfDate(
+            f"the durq tables are missing in {redact_url(url)}: run `durq migrate` "
+            f"(or App.migrate()) first. ({str(exc).strip().splitlines()[0]})"
+        ) from exc
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(
+            f"lost the connection to {redact_url(url)}: {str(exc).strip()}"
+        ) from exc

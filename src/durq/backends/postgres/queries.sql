@@ -1,0 +1,222 @@
+-- Core job operations (PostgreSQL). Time is the database's clock: now().
+
+-- name: job_columns
+id, queue, task, CAST(args AS text) AS args, state, stage, priority, attempt, max_attempts,
+claim_version, worker_id, run_at, created_at, updated_at, attempted_at, finished_at,
+lease_expires_at, heartbeat_at, last_error_code, last_error, CAST(result AS text) AS result,
+CAST(retry_policy AS text) AS retry_policy, cancel_requested, created_by, idempotency_key
+
+-- name: job_insert
+-- The NOTIFY is delivered at commit, once per queue per transaction (PostgreSQL folds
+-- identical notifications), so idle workers wake without polling.
+WITH ins AS (
+INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
+                       created_by, idempotency_key)
+VALUES (:queue, :task, CAST(:args AS jsonb), :priority,
+        COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay AS float8))),
+        :max_attempts, CAST(:retry_policy AS jsonb), :created_by, :idempotency_key)
+RETURNING {job_columns}
+)
+SELECT ins.*, pg_notify('durq_jobs', ins.queue) AS notified FROM ins
+
+-- name: job_insert_many
+INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy, created_by)
+SELECT u.queue, u.task, CAST(u.args AS jsonb), u.priority,
+       COALESCE(u.run_at, now() + make_interval(secs => u.delay)),
+       u.max_attempts, CAST(u.retry_policy AS jsonb), u.created_by
+FROM unnest(CAST(:queues AS text[]), CAST(:tasks AS text[]), CAST(:args AS text[]),
+            CAST(:priorities AS int[]), CAST(:run_ats AS timestamptz[]),
+            CAST(:delays AS float8[]), CAST(:max_attempts AS int[]),
+            CAST(:retry_policies AS text[]), CAST(:created_bys AS text[]))
+     AS u(queue, task, args, priority, run_at, delay, max_attempts, retry_policy, created_by)
+RETURNING {job_columns}
+
+-- name: job_notify
+SELECT pg_notify('durq_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q
+
+-- name: job_delete
+DELETE FROM durq_jobs WHERE id = :id
+
+-- name: idem_get
+SELECT job_id, args_hash, expires_at <= now() AS expired
+FROM durq_idempotency WHERE scope = :scope AND key = :key
+FOR UPDATE
+
+-- name: idem_delete
+DELETE FROM durq_idempotency WHERE scope = :scope AND key = :key
+
+-- name: idem_insert
+INSERT INTO durq_idempotency (scope, key, args_hash, job_id, expires_at)
+VALUES (:scope, :key, :args_hash, :job_id, now() + make_interval(secs => CAST(:ttl AS float8)))
+ON CONFLICT (scope, key) DO NOTHING
+RETURNING job_id
+
+-- name: job_get
+SELECT {job_columns} FROM durq_jobs WHERE id = :id
+
+-- name: tombstone_get
+SELECT job_id FROM durq_tombstones WHERE job_id = :id
+
+-- name: job_list
+SELECT {job_columns} FROM durq_jobs
+WHERE (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
+  AND (CAST(:queue AS text) IS NULL OR queue = CAST(:queue AS text))
+  AND (CAST(:task AS text) IS NULL OR task = CAST(:task AS text))
+  AND (CAST(:created_by AS text) IS NULL OR created_by = CAST(:created_by AS text))
+  AND (CAST(:created_after AS timestamptz) IS NULL OR created_at >= CAST(:created_after AS timestamptz))
+  AND (CAST(:created_before AS timestamptz) IS NULL OR created_at < CAST(:created_before AS timestamptz))
+  AND (CAST(:before_id AS bigint) IS NULL OR id < CAST(:before_id AS bigint))
+ORDER BY id DESC
+LIMIT :limit
+
+-- name: job_claim
+-- One statement: pick ready rows by priority and age, skip rows other workers hold.
+WITH next AS (
+    SELECT id FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait')
+      AND queue = ANY(CAST(:queues AS text[]))
+      AND run_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = durq_jobs.queue AND p.paused)
+    ORDER BY priority, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE durq_jobs
+SET state = 'running', stage = NULL, worker_id = :worker_id,
+    attempt = attempt + 1, claim_version = claim_version + 1,
+    attempted_at = now(), heartbeat_at = now(), updated_at = now(),
+    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8)),
+    cancel_requested = false
+WHERE id IN (SELECT id FROM next)
+RETURNING {job_columns}
+
+-- name: job_claim_id
+-- Claim one named job if it is ready (sync execution, testing helpers).
+UPDATE durq_jobs
+SET state = 'running', stage = NULL, worker_id = :worker_id,
+    attempt = attempt + 1, claim_version = claim_version + 1,
+    attempted_at = now(), heartbeat_at = now(), updated_at = now(),
+    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8)),
+    cancel_requested = false
+WHERE id = :id AND state IN ('queued', 'retry_wait')
+RETURNING {job_columns}
+
+-- name: job_finish
+-- Fenced: only the owner named by claim_version may write. A pending cancel wins over
+-- anything but success. The attempt record is written in the same statement.
+WITH done AS (
+    UPDATE durq_jobs
+    SET state = CASE WHEN cancel_requested AND CAST(:to_state AS text) <> 'succeeded'
+                     THEN 'cancelled' ELSE CAST(:to_state AS text) END,
+        stage = NULL,
+        attempt = attempt - CAST(:refund AS int),
+        claim_version = claim_version + CAST(:bump AS int),
+        run_at = CASE WHEN CAST(:delay AS float8) IS NULL THEN run_at
+                      ELSE now() + make_interval(secs => CAST(:delay AS float8)) END,
+        finished_at = CASE WHEN (cancel_requested AND CAST(:to_state AS text) <> 'succeeded')
+                             OR CAST(:to_state AS text) IN ('succeeded', 'dead_letter', 'cancelled')
+                           THEN now() END,
+        lease_expires_at = NULL,
+        last_error_code = CAST(:error_code AS text),
+        last_error = CAST(:error_message AS text),
+        result = CAST(:result AS jsonb),
+        updated_at = now()
+    WHERE id = :id AND claim_version = :claim_version AND state = 'running'
+    RETURNING {job_columns}
+), rec AS (
+    INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                               finished_at, runtime_ms, outcome, error_code, error_message)
+    SELECT id, attempt + CAST(:refund AS int), :claim_version, CAST(:worker_id AS text),
+           attempted_at, now(), CAST(:runtime_ms AS int),
+           CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE CAST(:outcome AS text) END,
+           CAST(:error_code AS text), CAST(:error_message AS text)
+    FROM done
+)
+SELECT * FROM done
+
+-- name: artifact_insert
+INSERT INTO durq_artifacts (job_id, artifact_type, ref, payload)
+VALUES (:job_id, :artifact_type, :ref, CAST(:payload AS jsonb))
+
+-- name: artifact_list
+SELECT job_id, artifact_type, ref, CAST(payload AS text) AS payload, created_at
+FROM durq_artifacts WHERE job_id = :job_id ORDER BY id
+
+-- name: attempt_list
+SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
+       outcome, error_code, error_message
+FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
+
+-- name: job_heartbeat
+UPDATE durq_jobs
+SET heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8))
+WHERE id = :id AND claim_version = :claim_version AND state = 'running'
+RETURNING id, cancel_requested
+
+-- name: job_heartbeat_many
+UPDATE durq_jobs j
+SET heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8))
+FROM unnest(CAST(:ids AS bigint[]), CAST(:claim_versions AS bigint[])) AS f(id, claim_version)
+WHERE j.id = f.id AND j.claim_version = f.claim_version AND j.state = 'running'
+RETURNING j.id, j.cancel_requested
+
+-- name: job_set_stage
+UPDATE durq_jobs
+SET stage = :stage, updated_at = now(), heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8))
+WHERE id = :id AND claim_version = :claim_version AND state = 'running'
+  AND stage IS NOT DISTINCT FROM CAST(:expected_stage AS text)
+RETURNING id, cancel_requested
+
+-- name: job_expired
+-- Running jobs whose lease ran out; locked so two reclaimers never take the same row.
+SELECT {job_columns} FROM durq_jobs
+WHERE state = 'running' AND lease_expires_at < now()
+ORDER BY lease_expires_at
+LIMIT :limit
+FOR UPDATE SKIP LOCKED
+
+-- name: job_cancel_ready
+UPDATE durq_jobs
+SET state = 'cancelled', finished_at = now(), updated_at = now(),
+    last_error_code = 'cancelled', last_error = 'cancelled by request'
+WHERE id = :id AND state = ANY(CAST(:from_states AS text[]))
+RETURNING {job_columns}
+
+-- name: job_cancel_running
+UPDATE durq_jobs SET cancel_requested = true, updated_at = now()
+WHERE id = :id AND state = 'running'
+RETURNING {job_columns}
+
+-- name: job_requeue
+UPDATE durq_jobs
+SET state = 'queued', stage = NULL, attempt = 0, run_at = now(), finished_at = NULL,
+    last_error_code = NULL, last_error = NULL, result = NULL, lease_expires_at = NULL,
+    cancel_requested = false, worker_id = NULL, updated_at = now()
+WHERE id = :id AND state = ANY(CAST(:from_states AS text[]))
+RETURNING {job_columns}
+
+-- name: queue_counts
+SELECT queue, state, count(*) AS n FROM durq_jobs GROUP BY queue, state
+
+-- name: queue_ready_ages
+SELECT queue,
+       count(*) AS ready,
+       EXTRACT(EPOCH FROM now() - min(run_at)) AS oldest_age,
+       EXTRACT(EPOCH FROM percentile_disc(0.95) WITHIN GROUP (ORDER BY now() - run_at)) AS p95_age
+FROM durq_jobs
+WHERE state IN ('queued', 'retry_wait') AND run_at <= now()
+GROUP BY queue
+
+-- name: queue_list
+SELECT name, paused, updated_at FROM durq_queues ORDER BY name
+
+-- name: queue_set_paused
+INSERT INTO durq_queues (name, paused) VALUES (:name, :paused)
+ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()
+RETURNING name, paused, updated_at
+
+-- name: db_now
+SELECT now() AS now

@@ -1,0 +1,222 @@
+"""SQLite, the embedded default: WAL, a busy timeout, one write transaction per claim."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigurationError, DatabaseUnavailable, SchemaOutOfDate
+from ..base import Backend, Capabilities, FinishRequest, nearest_rank
+from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
+from ...types import Job
+
+__all__ = ["SqliteBackend", "path_from_url"]
+
+
+def path_from_url(url: str) -> str:
+    rest = url.split("://", 1)[1] if "://" in url else url.split(":", 1)[1]
+    path = rest[1:] if rest.startswith("/") else rest
+    if not path or path == ":memory:":
+        raise ConfigurationError(
+            f"{url!r} names an in-memory database, which each connection would see empty; "
+            "use a file, e.g. sqlite:///durq.db or sqlite:////tmp/durq.db"
+        )
+    return path
+
+
+class SqliteBackend(Backend):
+    dialect = "sqlite"
+    capabilities = Capabilities(
+        listen_notify=False, skip_locked=False, bulk_insert=False, concurrent_writers=False
+    )
+    folder = Path(__file__).parent
+
+    def __init__(
+        self, url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000
+    ) -> None:
+        super().__init__(url)
+        self.path = path_from_url(url)
+        self.synchronous = synchronous
+        self.busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    # ---- connections -------------------------------------------------------------------
+
+    def connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,  # durq issues BEGIN/COMMIT itself
+                timeout=self.busy_timeout_ms / 1000,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")  # validated Literal
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.OperationalError as exc:
+            raise DatabaseUnavailable(
+                f"cannot open SQLite database {self.path!r} (from {self.url}): {exc}. "
+                "Check that its folder exists and is writable"
+            ) from exc
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        if os.getpid() != self._pid:  # forked: never share a parent's connections
+            self._local = threading.local()
+            self._all = []
+            self._pid = os.getpid()
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.connect()
+            self._local.conn = conn
+            self._local.depth = 0
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Executor]:
+        conn = self._conn()
+        ex = SqliteExecutor(conn, self.queries)
+        if self._local.depth:  # nested: join the open transaction
+            yield ex
+            return
+        with _translated(self.url):
+            conn.execute("BEGIN IMMEDIATE")
+            self._local.depth = 1
+            try:
+                yield ex
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+            finally:
+                self._local.depth = 0
+
+    @contextmanager
+    def read(self) -> Iterator[Executor]:
+        conn = self._conn()
+        ex = SqliteExecutor(conn, self.queries)
+        if self._local.depth:
+            yield ex
+            return
+        with _translated(self.url):
+            conn.execute("BEGIN")
+            self._local.depth = 1
+            try:
+                yield ex
+            finally:
+                self._local.depth = 0
+                conn.execute("COMMIT")
+
+    def foreign(self, connection: Any) -> Executor:
+        if isinstance(connection, sqlite3.Connection):
+            return SqliteExecutor(connection, self.queries)
+        raise ConfigurationError(
+            f"connection= got a {type(connection).__name__}, but this App uses SQLite: pass "
+            "a sqlite3.Connection, or a SQLAlchemy Connection/Session on the same file"
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all = []
+        self._local = threading.local()
+
+    # ---- values ------------------------------------------------------------------------
+
+    def now_param(self) -> Any:
+        return time.time()
+
+    def list_param(self, values: Sequence[Any] | None) -> Any:
+        return None if values is None else json.dumps(list(values))
+
+    def ts_param(self, value: datetime | None) -> Any:
+        return None if value is None else value.timestamp()
+
+    def ts_out(self, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        return datetime.fromtimestamp(float(value), UTC)
+
+    # ---- schema ------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        applied: list[int] = []
+        with self.transaction() as ex:
+            ex.run("migrations_table")
+            done = {int(r["version"]) for r in ex.run("migrations_applied")}
+            for version, name, sql in migrations_in(self.folder / "migrations"):
+                if version in done:
+                    continue
+                for statement in split_statements(sql):
+                    self._conn().execute(statement)
+                ex.run("migration_record", {"version": version, "name": name, "now": time.time()})
+                applied.append(version)
+        return applied
+
+    def applied_migrations(self) -> list[int]:
+        with self.read() as ex:
+            if not ex.run("migrations_exists"):
+                return []
+            return [int(r["version"]) for r in ex.run("migrations_applied")]
+
+    # ---- dialect gaps ------------------------------------------------------------------
+
+    def _after_finish(
+        self, ex: Executor, job: Job, req: FinishRequest, params: Mapping[str, Any]
+    ) -> None:
+        ex.run(
+            "attempt_insert",
+            {
+                "job_id": job.id,
+                "attempt": job.attempt + params["refund"],
+                "claim_version": req.claim_version,
+                "worker_id": req.worker_id,
+                "started_at": self.ts_param(job.attempted_at),
+                "runtime_ms": req.runtime_ms,
+                "outcome": "cancelled" if job.state == "cancelled" else params["outcome"],
+                "error_code": params["error_code"],
+                "error_message": params["error_message"],
+                "now": params["now"],
+            },
+        )
+
+    def _ready_ages(self, ex: Executor) -> list[dict[str, Any]]:
+        now = time.time()
+        rows = ex.run("queue_ready_ages", {"now": now})
+        for row in rows:
+            rank = nearest_rank(int(row["ready"]), 0.95)
+            at = ex.run("queue_ready_age_at", {"queue": row["queue"], "rank": rank, "now": now})
+            row["p95_age"] = at[0]["age"] if at else row["oldest_age"]
+        return rows
+
+
+@contextmanager
+def _translated(url: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            raise SchemaOutOfDate(
+                f"the durq tables are missing in {url}: run `durq migrate` "
+                f"(or App.migrate()) first. ({exc})"
+            ) from exc
+        raise

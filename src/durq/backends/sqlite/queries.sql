@@ -1,0 +1,183 @@
+-- Core job operations (SQLite). Time is :now, seconds since the epoch, bound by the backend.
+-- Lists arrive as JSON text and are read with json_each().
+
+-- name: job_columns
+id, queue, task, args, state, stage, priority, attempt, max_attempts,
+claim_version, worker_id, run_at, created_at, updated_at, attempted_at, finished_at,
+lease_expires_at, heartbeat_at, last_error_code, last_error, result,
+retry_policy, cancel_requested, created_by, idempotency_key
+
+-- name: job_insert
+INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
+                       created_by, idempotency_key, created_at, updated_at)
+VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_attempts,
+        :retry_policy, :created_by, :idempotency_key, :now, :now)
+RETURNING {job_columns}
+
+-- name: job_delete
+DELETE FROM durq_jobs WHERE id = :id
+
+-- name: idem_get
+SELECT job_id, args_hash, expires_at <= :now AS expired
+FROM durq_idempotency WHERE scope = :scope AND key = :key
+
+-- name: idem_delete
+DELETE FROM durq_idempotency WHERE scope = :scope AND key = :key
+
+-- name: idem_insert
+INSERT INTO durq_idempotency (scope, key, args_hash, job_id, created_at, expires_at)
+VALUES (:scope, :key, :args_hash, :job_id, :now, :now + :ttl)
+ON CONFLICT (scope, key) DO NOTHING
+RETURNING job_id
+
+-- name: job_get
+SELECT {job_columns} FROM durq_jobs WHERE id = :id
+
+-- name: tombstone_get
+SELECT job_id FROM durq_tombstones WHERE job_id = :id
+
+-- name: job_list
+SELECT {job_columns} FROM durq_jobs
+WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task)
+  AND (:created_by IS NULL OR created_by = :created_by)
+  AND (:created_after IS NULL OR created_at >= :created_after)
+  AND (:created_before IS NULL OR created_at < :created_before)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit
+
+-- name: job_claim
+-- One write transaction (BEGIN IMMEDIATE): pick ready rows by priority and age.
+UPDATE durq_jobs
+SET state = 'running', stage = NULL, worker_id = :worker_id,
+    attempt = attempt + 1, claim_version = claim_version + 1,
+    attempted_at = :now, heartbeat_at = :now, updated_at = :now,
+    lease_expires_at = :now + :lease_seconds, cancel_requested = 0
+WHERE id IN (
+    SELECT id FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait')
+      AND queue IN (SELECT value FROM json_each(:queues))
+      AND run_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = durq_jobs.queue AND p.paused)
+    ORDER BY priority, run_at, id
+    LIMIT :limit
+)
+RETURNING {job_columns}
+
+-- name: job_claim_id
+UPDATE durq_jobs
+SET state = 'running', stage = NULL, worker_id = :worker_id,
+    attempt = attempt + 1, claim_version = claim_version + 1,
+    attempted_at = :now, heartbeat_at = :now, updated_at = :now,
+    lease_expires_at = :now + :lease_seconds, cancel_requested = 0
+WHERE id = :id AND state IN ('queued', 'retry_wait')
+RETURNING {job_columns}
+
+-- name: job_finish
+-- Fenced: only the owner named by claim_version may write. A pending cancel wins over
+-- anything but success.
+UPDATE durq_jobs
+SET state = CASE WHEN cancel_requested AND :to_state <> 'succeeded'
+                 THEN 'cancelled' ELSE :to_state END,
+    stage = NULL,
+    attempt = attempt - :refund,
+    claim_version = claim_version + :bump,
+    run_at = CASE WHEN :delay IS NULL THEN run_at ELSE :now + :delay END,
+    finished_at = CASE WHEN (cancel_requested AND :to_state <> 'succeeded')
+                         OR :to_state IN ('succeeded', 'dead_letter', 'cancelled')
+                       THEN :now END,
+    lease_expires_at = NULL,
+    last_error_code = :error_code,
+    last_error = :error_message,
+    result = :result,
+    updated_at = :now
+WHERE id = :id AND claim_version = :claim_version AND state = 'running'
+RETURNING {job_columns}
+
+-- name: attempt_insert
+INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                           finished_at, runtime_ms, outcome, error_code, error_message)
+VALUES (:job_id, :attempt, :claim_version, :worker_id, :started_at, :now, :runtime_ms,
+        :outcome, :error_code, :error_message)
+
+-- name: artifact_insert
+INSERT INTO durq_artifacts (job_id, artifact_type, ref, payload, created_at)
+VALUES (:job_id, :artifact_type, :ref, :payload, :now)
+
+-- name: artifact_list
+SELECT job_id, artifact_type, ref, payload, created_at
+FROM durq_artifacts WHERE job_id = :job_id ORDER BY id
+
+-- name: attempt_list
+SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
+       outcome, error_code, error_message
+FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
+
+-- name: job_heartbeat
+UPDATE durq_jobs
+SET heartbeat_at = :now, lease_expires_at = :now + :lease_seconds
+WHERE id = :id AND claim_version = :claim_version AND state = 'running'
+RETURNING id, cancel_requested
+
+-- name: job_set_stage
+UPDATE durq_jobs
+SET stage = :stage, updated_at = :now, heartbeat_at = :now,
+    lease_expires_at = :now + :lease_seconds
+WHERE id = :id AND claim_version = :claim_version AND state = 'running'
+  AND stage IS :expected_stage
+RETURNING id, cancel_requested
+
+-- name: job_expired
+SELECT {job_columns} FROM durq_jobs
+WHERE state = 'running' AND lease_expires_at < :now
+ORDER BY lease_expires_at
+LIMIT :limit
+
+-- name: job_cancel_ready
+UPDATE durq_jobs
+SET state = 'cancelled', finished_at = :now, updated_at = :now,
+    last_error_code = 'cancelled', last_error = 'cancelled by request'
+WHERE id = :id AND state IN (SELECT value FROM json_each(:from_states))
+RETURNING {job_columns}
+
+-- name: job_cancel_running
+UPDATE durq_jobs SET cancel_requested = 1, updated_at = :now
+WHERE id = :id AND state = 'running'
+RETURNING {job_columns}
+
+-- name: job_requeue
+UPDATE durq_jobs
+SET state = 'queued', stage = NULL, attempt = 0, run_at = :now, finished_at = NULL,
+    last_error_code = NULL, last_error = NULL, result = NULL, lease_expires_at = NULL,
+    cancel_requested = 0, worker_id = NULL, updated_at = :now
+WHERE id = :id AND state IN (SELECT value FROM json_each(:from_states))
+RETURNING {job_columns}
+
+-- name: queue_counts
+SELECT queue, state, count(*) AS n FROM durq_jobs GROUP BY queue, state
+
+-- name: queue_ready_ages
+SELECT queue, count(*) AS ready, :now - min(run_at) AS oldest_age
+FROM durq_jobs
+WHERE state IN ('queued', 'retry_wait') AND run_at <= :now
+GROUP BY queue
+
+-- name: queue_ready_age_at
+-- The age at a rank among ready jobs, youngest first (nearest-rank percentile).
+SELECT :now - run_at AS age FROM durq_jobs
+WHERE queue = :queue AND state IN ('queued', 'retry_wait') AND run_at <= :now
+ORDER BY run_at DESC
+LIMIT 1 OFFSET :rank
+
+-- name: queue_list
+SELECT name, paused, updated_at FROM durq_queues ORDER BY name
+
+-- name: queue_set_paused
+INSERT INTO durq_queues (name, paused, updated_at) VALUES (:name, :paused, :now)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+RETURNING name, paused, updated_at
+
+-- name: db_now
+SELECT :now AS now

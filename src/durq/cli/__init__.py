@@ -1,0 +1,1 @@
+"""The ``durq`` command line: one module per verb group, wired in :mod:`durq.cli.main`."""

@@ -1,0 +1,92 @@
+"""Shared CLI plumbing: loading the App, printing tables or JSON, exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..app import App
+from ..errors import DurqError
+from ..settings import Settings
+
+__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "console", "fail", "load_app", "print_json", "table"]
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+console = Console()
+err_console = Console(stderr=True)
+
+AppOption = typer.Option(
+    None, "--app", help="Your App as module:attribute (e.g. myproj.jobs:app); tasks come from it."
+)
+UrlOption = typer.Option(
+    None, "--database-url", help="Overrides DURQ_DATABASE_URL (default sqlite:///durq.db)."
+)
+JsonOption = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
+
+
+def load_app(spec: str | None, database_url: str | None = None) -> App:
+    """``module:attribute`` → the App it names; without one, an App from settings."""
+    if spec is None:
+        return App(database_url) if database_url else App()
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        fail(f"--app must look like module:attribute (e.g. myproj.jobs:app), got {spec!r}", EXIT_USAGE)
+    sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        fail(f"cannot import {module_name!r} for --app: {exc}. Is it on PYTHONPATH?", EXIT_USAGE)
+    app = getattr(module, attr, None)
+    if callable(app) and not isinstance(app, App):
+        app = app()
+    if not isinstance(app, App):
+        fail(f"{spec} is not a durq.App (got {type(app).__name__})", EXIT_USAGE)
+    assert isinstance(app, App)
+    if database_url:
+        app.settings = app.settings.model_copy(update={"database_url": database_url})
+        app.close()
+    return app
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def durq_errors() -> Iterator[None]:
+    """Turn durq's errors into one readable line and exit code 1."""
+    try:
+        yield
+    except DurqError as exc:
+        fail(f"{exc} [{exc.code}]")
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    t = Table(title=title, show_lines=False)
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        t.add_row(*["" if v is None else str(v) for v in row])
+    console.print(t)
+
+
+def settings_from_env() -> Settings:
+    return Settings()
+
+
+Command = Callable[..., None]

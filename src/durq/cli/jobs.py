@@ -1,0 +1,123 @@
+"""``durq jobs list|show|cancel|requeue``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import typer
+
+from .common import AppOption, JsonOption, UrlOption, durq_errors, load_app, print_json, table
+
+jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
+
+JOB_FIELDS = (
+    "id", "queue", "task", "state", "stage", "attempt", "max_attempts", "claim_version",
+    "worker_id", "priority", "run_at", "created_at", "updated_at", "finished_at",
+    "last_error_code", "last_error", "result",
+)
+
+
+def job_json(job: Any) -> dict[str, Any]:
+    data = job.to_dict()
+    return {k: data[k] for k in JOB_FIELDS} | {"args": data["args"]}
+
+
+@jobs_app.command("list")
+def list_jobs(
+    state: list[str] = typer.Option(None, "--state", help="Filter by state (repeatable)."),
+    queue: str = typer.Option(None, help="Filter by queue."),
+    task: str = typer.Option(None, help="Filter by task name."),
+    created_after: datetime = typer.Option(None, help="ISO time, UTC if no offset."),
+    created_before: datetime = typer.Option(None, help="ISO time, UTC if no offset."),
+    limit: int = typer.Option(50, min=1, max=1000),
+    before_id: int = typer.Option(None, help="Page: show jobs older than this id."),
+    as_json: bool = JsonOption,
+    app_spec: str = AppOption,
+    database_url: str = UrlOption,
+) -> None:
+    """List jobs, newest first."""
+    app = load_app(app_spec, database_url)
+    with durq_errors():
+        jobs = app.list_jobs(
+            state=state or None, queue=queue, task=task,
+            created_after=_utc(created_after), created_before=_utc(created_before),
+            before_id=before_id, limit=limit,
+        )
+    if as_json:
+        print_json([job_json(j) for j in jobs])
+        return
+    table(
+        f"{len(jobs)} job(s)",
+        ["id", "queue", "task", "state", "attempt", "run_at", "last_error"],
+        [
+            (j.id, j.queue, j.task, j.state, f"{j.attempt}/{j.max_attempts}",
+             j.run_at.isoformat(timespec="seconds"), (j.last_error or "")[:60])
+            for j in jobs
+        ],
+    )
+
+
+@jobs_app.command("show")
+def show(
+    job_id: int,
+    as_json: bool = JsonOption,
+    app_spec: str = AppOption,
+    database_url: str = UrlOption,
+) -> None:
+    """One job with its attempts and artifacts."""
+    app = load_app(app_spec, database_url)
+    with durq_errors():
+        job = app.get_job(job_id)
+        attempts = app.attempts(job_id)
+        artifacts = app.artifacts(job_id)
+    if as_json:
+        print_json(job_json(job) | {
+            "attempts": [a.to_dict() for a in attempts],
+            "artifacts": [a.to_dict() for a in artifacts],
+        })
+        return
+    table(f"job {job.id}", ["field", "value"], [(k, v) for k, v in job_json(job).items()])
+    table(
+        "attempts",
+        ["#", "worker", "started", "runtime_ms", "outcome", "error"],
+        [(a.attempt, a.worker_id, a.started_at, a.runtime_ms, a.outcome, a.error_message)
+         for a in attempts],
+    )
+
+
+@jobs_app.command("cancel")
+def cancel(job_id: int, as_json: bool = JsonOption, app_spec: str = AppOption,
+           database_url: str = UrlOption) -> None:
+    """Cancel a job (a running one is cancelled at its worker's next write)."""
+    app = load_app(app_spec, database_url)
+    with durq_errors():
+        job = app.cancel(job_id)
+    if as_json:
+        print_json(job_json(job))
+    else:
+        note = " (cancel requested; the worker honours it at its next write)" if job.cancel_requested else ""
+        typer.echo(f"job {job.id}: {job.state}{note}")
+
+
+@jobs_app.command("requeue")
+def requeue(job_id: int, as_json: bool = JsonOption, app_spec: str = AppOption,
+            database_url: str = UrlOption) -> None:
+    """Put a job back in its queue with attempts and error reset (running: no-op)."""
+    app = load_app(app_spec, database_url)
+    with durq_errors():
+        res = app.requeue(job_id)
+    if as_json:
+        print_json(job_json(res.job) | {"idempotent": res.idempotent})
+    elif res.idempotent:
+        typer.echo(f"job {res.job.id} is running; left as it is (idempotent no-op)")
+    else:
+        typer.echo(f"job {res.job.id}: requeued")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    from datetime import UTC
+
+    if value is None:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -1,0 +1,55 @@
+"""``durq``: the command line entry point."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import AppOption, UrlOption, durq_errors, load_app
+from .jobs import jobs_app
+
+app = typer.Typer(
+    name="durq",
+    help="durq: a durable job queue on PostgreSQL and SQLite. Settings come from DURQ_* "
+    "environment variables or .env.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(jobs_app, name="jobs")
+
+
+@app.command()
+def migrate(
+    sql: bool = typer.Option(False, "--sql", help="Print the DDL instead of applying it."),
+    app_spec: str = AppOption,
+    database_url: str = UrlOption,
+) -> None:
+    """Apply pending schema migrations (safe to run from many processes at once)."""
+    durq_app = load_app(app_spec, database_url)
+    if sql:
+        typer.echo(durq_app.backend.migration_sql())
+        return
+    with durq_errors():
+        applied = durq_app.migrate()
+    typer.echo(f"applied migrations {applied}" if applied else "schema is up to date")
+
+
+@app.command()
+def demo(
+    jobs: int = typer.Option(5000, "--jobs", min=10, help="How many jobs to enqueue."),
+    database_url: str = typer.Option(
+        "sqlite:///durq-demo.db", "--database-url", help="Where the demo writes its jobs."
+    ),
+) -> None:
+    """Run durq's main job end to end on SQLite: enqueue a realistic mix, work it, report."""
+    from ..demo import run_demo
+
+    with durq_errors():
+        run_demo(database_url, jobs)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Validation of enqueue requests: pure, shared by the sync and async surfaces and the API.
+
+Everything is checked before anything is written, and each error says how to fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+from .backends.base import NewJob
+from .errors import ValidationError
+from .retry import RetryPolicy
+from .types import QUEUE_NAME_RE, JobState
+
+__all__ = ["build_new_job", "canonical_json", "parse_states", "request_hash"]
+
+MAX_KEY_LENGTH = 255
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+
+
+def canonical_json(value: Any, *, what: str) -> str:
+    """JSON with sorted keys; a clear error naming the first value that is not JSON."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        path, bad = _first_non_json(value, "")
+        where = f" at {what}{path}" if path else ""
+        kind = type(bad).__name__ if bad is not None else "value"
+        raise ValidationError(
+            f"{what} must be JSON-serialisable, but found a {kind}{where} ({exc}). "
+            "Pass plain JSON types (str, int, float, bool, None, list, dict with str keys); "
+            "convert others first, e.g. a datetime with .isoformat()"
+        ) from None
+
+
+def _first_non_json(value: Any, path: str) -> tuple[str, Any]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path}[{key!r}] (a non-string key)", key
+            found = _first_non_json(item, f"{path}[{key!r}]")
+            if found[0]:
+                return found
+        return "", None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _first_non_json(item, f"{path}[{i}]")
+            if found[0]:
+                return found
+        return "", None
+    if value is None or isinstance(value, str | bool | int):
+        return "", None
+    if isinstance(value, float):
+        return ("", None) if math.isfinite(value) else (path or "(top level)", value)
+    return path or "(top level)", value
+
+
+def request_hash(task: str, args_json: str) -> str:
+    return hashlib.sha256(f"{task}\n{args_json}".encode()).hexdigest()
+
+
+def validate_queue(queue: str) -> str:
+    if not isinstance(queue, str) or not QUEUE_NAME_RE.match(queue):
+        raise ValidationError(
+            f"invalid queue name {queue!r}: use 1-64 characters, letters, digits and _ . : - "
+            "(starting with a letter or digit), e.g. 'default' or 'emails.high'"
+        )
+    return queue
+
+
+def validate_task_name(task: str) -> str:
+    if not isinstance(task, str) or not task or len(task) > 200 or task != task.strip():
+        raise ValidationError(
+            f"invalid task name {task!r}: a task name is a non-empty string of at most 200 "
+            "characters without surrounding spaces, e.g. 'resize' or 'billing.charge'"
+        )
+    return task
+
+
+def build_new_job(
+    *,
+    task: str,
+    args: Any,
+    queue: str,
+    priority: int,
+    run_at: datetime | None,
+    delay: float | None,
+    max_attempts: int,
+    retry: RetryPolicy,
+    created_by: str | None,
+    idempotency_key: str | None,
+    idempotency_scope: str | None,
+    idempotency_ttl: float,
+    request_hash_override: str | None = None,
+) -> NewJob:
+    validate_task_name(task)
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ValidationError(
+            f"args must be a JSON object (a dict of argument name to value), got "
+            f"{type(args).__name__}; e.g. {{'image_id': 7}}"
+        )
+    args_json = canonical_json(args, what="args")
+    validate_queue(queue)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValidationError(f"priority must be an integer (lower runs first), got {priority!r}")
+    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+        raise ValidationError(f"priority {priority} is out of range {PRIORITY_RANGE}")
+    if run_at is not None and delay is not None:
+        raise ValidationError("give either run_at or delay, not both")
+    if run_at is not None:
+        if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+            raise ValidationError(
+                f"run_at must be a timezone-aware datetime, got {run_at!r}; "
+                "e.g. datetime.now(UTC) + timedelta(minutes=5)"
+            )
+    if delay is not None and (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or not math.isfinite(delay)
+        or delay < 0
+    ):
+        raise ValidationError(
+            f"delay must be a number of seconds >= 0, got {delay!r}; to run now, omit it"
+        )
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValidationError(
+            f"max_attempts must be an integer >= 1 (1 means no retries), got {max_attempts!r}"
+        )
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str)
+        or not idempotency_key.strip()
+        or len(idempotency_key) > MAX_KEY_LENGTH
+    ):
+        raise ValidationError(
+            f"idempotency_key must be a non-empty string of at most {MAX_KEY_LENGTH} "
+            f"characters, got {idempotency_key!r}"
+        )
+    if not (isinstance(idempotency_ttl, int | float) and idempotency_ttl > 0):
+        raise ValidationError(f"idempotency_ttl must be > 0 seconds, got {idempotency_ttl!r}")
+    return NewJob(
+        queue=queue,
+        task=task,
+        args_json=args_json,
+        priority=priority,
+        run_at=run_at,
+        delay=float(delay or 0.0),
+        max_attempts=max_attempts,
+        retry_policy_json=json.dumps(retry.to_dict()),
+        created_by=created_by,
+        idempotency_scope=idempotency_scope,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash_override or request_hash(task, args_json),
+        idempotency_ttl=float(idempotency_ttl),
+    )
+
+
+def parse_states(values: str | JobState | list[str] | list[JobState] | None) -> list[str] | None:
+    if values is None:
+        return None
+    items = [values] if isinstance(values, str | JobState) else list(values)
+    out = []
+    for item in items:
+        try:
+            out.append(str(JobState(item)))
+        except ValueError:
+            known = ", ".join(s.value for s in JobState)
+            raise ValidationError(f"unknown state {item!r}; use one of: {known}") from None
+    return out

@@ -1,0 +1,158 @@
+"""Plain data that every layer shares. No I/O here."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "ACTIVE_STATES",
+    "QUEUE_NAME_RE",
+    "READY_STATES",
+    "TERMINAL_STATES",
+    "Artifact",
+    "Attempt",
+    "Job",
+    "JobState",
+    "RequeueResult",
+]
+
+QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRY_WAIT = "retry_wait"
+    SUCCEEDED = "succeeded"
+    DEAD_LETTER = "dead_letter"
+    CANCELLED = "cancelled"
+
+
+READY_STATES = frozenset({JobState.QUEUED, JobState.RETRY_WAIT})
+ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RUNNING, JobState.RETRY_WAIT})
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD_LETTER, JobState.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One row of ``durq_jobs`` as the rest of durq sees it."""
+
+    id: int
+    queue: str
+    task: str
+    args: dict[str, Any]
+    state: JobState
+    stage: str | None
+    priority: int
+    attempt: int
+    max_attempts: int
+    claim_version: int
+    worker_id: str | None
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    attempted_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    last_error_code: str | None = None
+    last_error: str | None = None
+    result: Any = None
+    retry_policy: dict[str, Any] = field(default_factory=dict)
+    cancel_requested: bool = False
+    created_by: str | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public JSON shape (CLI ``--json`` and the HTTP API use this)."""
+
+        def ts(value: datetime | None) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "task": self.task,
+            "args": self.args,
+            "state": str(self.state),
+            "stage": self.stage,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "claim_version": self.claim_version,
+            "worker_id": self.worker_id,
+            "priority": self.priority,
+            "run_at": ts(self.run_at),
+            "created_at": ts(self.created_at),
+            "updated_at": ts(self.updated_at),
+            "finished_at": ts(self.finished_at),
+            "lease_expires_at": ts(self.lease_expires_at),
+            "cancel_requested": self.cancel_requested,
+            "created_by": self.created_by,
+            "last_error_code": self.last_error_code,
+            "last_error": self.last_error,
+            "result": self.result,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    job_id: int
+    attempt: int
+    claim_version: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime
+    runtime_ms: int | None
+    outcome: str
+    error_code: str | None
+    error_message: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "claim_version": self.claim_version,
+            "worker_id": self.worker_id,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat(),
+            "runtime_ms": self.runtime_ms,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A typed output of a job (for example ``ingest_batch_result``)."""
+
+    artifact_type: str
+    payload: Any = None
+    ref: str | None = None
+    job_id: int | None = None
+    created_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "artifact_type": self.artifact_type,
+            "ref": self.ref,
+            "payload": self.payload,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueResult:
+    """What ``requeue`` did: seed 000's operator view of the job afterwards."""
+
+    job: Job
+    idempotent: bool

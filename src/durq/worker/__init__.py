@@ -1,0 +1,1 @@
+"""The worker runtime: producer (claims), executor (runs), completer (writes)."""

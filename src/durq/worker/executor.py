@@ -1,0 +1,174 @@
+"""Run one claimed job and turn what happened into a fenced ``FinishRequest``.
+
+Async tasks run on the event loop; sync tasks run in the caller's thread (the worker runs
+them in its thread pool). Neither a task's exception nor its bad result escapes: both
+become outcomes that the retry rules handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from .. import states
+from ..errors import LeaseLost
+from ..retry import Fail, Retry, RetryPolicy, policy_from_dict
+from ..states import Outcome, Success
+from ..task import JobContext, Task, call_task
+from ..types import Job
+
+if TYPE_CHECKING:
+    from ..app import App
+
+from ..backends.base import FinishRequest
+
+__all__ = ["ExecutionResult", "execute_async", "execute_sync", "finish_request"]
+
+
+class ExecutionResult:
+    __slots__ = ("ctx", "job", "outcome", "runtime_ms", "task")
+
+    def __init__(
+        self,
+        job: Job,
+        task: Task[Any, Any] | None,
+        outcome: Outcome,
+        runtime_ms: int,
+        ctx: JobContext | None,
+    ) -> None:
+        self.job = job
+        self.task = task
+        self.outcome = outcome
+        self.runtime_ms = runtime_ms
+        self.ctx = ctx
+
+
+def _unknown(app: App, job: Job) -> Retry:
+    return Retry(
+        code="unknown_task",
+        message=f"no task named {job.task!r} is registered in this worker's App; "
+        f"known: {sorted(app.tasks)[:20]}. Deploy a worker that defines it",
+    )
+
+
+def _check_result(value: Any) -> Outcome:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return Fail(
+            "result_not_json",
+            f"the task returned a {type(value).__name__}, which is not JSON-serialisable "
+            f"({exc}); return plain JSON types (dict, list, str, int, float, bool, None)",
+        )
+    return Success(value)
+
+
+def execute_sync(app: App, job: Job, worker_id: str) -> ExecutionResult:
+    """Run a job in this thread (an async task gets its own event loop)."""
+    task = app.tasks.get(job.task)
+    started = time.perf_counter()
+    if task is None:
+        return ExecutionResult(job, None, _unknown(app, job), 0, None)
+    ctx = JobContext(app, task, job, worker_id)
+    outcome: Outcome
+    try:
+        if task.is_async:
+            value = asyncio.run(_with_timeout(task, ctx, job))
+        elif task.timeout is not None:
+            value = _sync_with_timeout(task, ctx, job)
+        else:
+            value = call_task(task, ctx, job.args)
+        outcome = _check_result(value)
+    except LeaseLost as exc:
+        outcome = exc
+    except Exception as exc:
+        outcome = exc
+    runtime_ms = int((time.perf_counter() - started) * 1000)
+    return ExecutionResult(job, task, outcome, runtime_ms, ctx)
+
+
+async def execute_async(
+    app: App, job: Job, worker_id: str, pool: concurrent.futures.Executor | None = None
+) -> ExecutionResult:
+    """Run a job from the worker's event loop: async on the loop, sync in ``pool``."""
+    task = app.tasks.get(job.task)
+    started = time.perf_counter()
+    if task is None:
+        return ExecutionResult(job, None, _unknown(app, job), 0, None)
+    ctx = JobContext(app, task, job, worker_id)
+    outcome: Outcome
+    try:
+        if task.is_async:
+            value = await _with_timeout(task, ctx, job)
+        else:
+            loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(pool, call_task, task, ctx, job.args)
+            value = await asyncio.wait_for(future, task.timeout) if task.timeout else await future
+        outcome = _check_result(value)
+    except TimeoutError:
+        outcome = _timeout(task)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        outcome = exc
+    runtime_ms = int((time.perf_counter() - started) * 1000)
+    return ExecutionResult(job, task, outcome, runtime_ms, ctx)
+
+
+async def _with_timeout(task: Task[Any, Any], ctx: JobContext, job: Job) -> Any:
+    coro = call_task(task, ctx, job.args)
+    try:
+        return await asyncio.wait_for(coro, task.timeout)  # type: ignore[arg-type]
+    except TimeoutError:
+        raise _timeout(task) from None
+
+
+def _sync_with_timeout(task: Task[Any, Any], ctx: JobContext, job: Job) -> Any:
+    # A thread cannot be killed: on timeout the attempt is recorded as failed and the
+    # thread is left to finish on its own; its writes are fenced, so they change nothing.
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(call_task, task, ctx, job.args).result(timeout=task.timeout)
+    except concurrent.futures.TimeoutError:
+        raise _timeout(task) from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+class JobTimeout(Exception):
+    pass
+
+
+def _timeout(task: Task[Any, Any]) -> JobTimeout:
+    return JobTimeout(f"task {task.name!r} ran longer than its timeout of {task.timeout}s")
+
+
+def job_policy(job: Job, task: Task[Any, Any] | None) -> RetryPolicy:
+    """The schedule stored on the job at enqueue wins; else the task's; else the default."""
+    if job.retry_policy:
+        return policy_from_dict(job.retry_policy)
+    return task.retry if task else policy_from_dict(None)
+
+
+def finish_request(result: ExecutionResult, worker_id: str) -> FinishRequest | None:
+    """The fenced write for an execution, or None if the lease was lost (touch nothing)."""
+    if isinstance(result.outcome, LeaseLost):
+        return None
+    job, task = result.job, result.task
+    if result.ctx is not None and result.ctx.cancel_requested and not isinstance(
+        result.outcome, Success
+    ):
+        change = states.cancel_running()
+    else:
+        change = states.outcome_to_change(
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            policy=job_policy(job, task),
+            outcome=result.outcome,
+            classifier=task.classifier if task else None,
+        )
+    artifacts = result.ctx.artifacts if result.ctx else []
+    return FinishRequest(job.id, job.claim_version, worker_id, change, result.runtime_ms, artifacts)
