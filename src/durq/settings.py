@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "redact_url"]
@@ -47,6 +47,23 @@ class Settings(BaseSettings):
     degraded_p95_age_seconds: float = Field(900, gt=0)
     degraded_ready_count: int = Field(500, gt=0)
 
+    # HTTP service (durq serve): roles from lowest to highest, and the role each power needs
+    api_roles: str = Field(
+        "viewer,producer,operator,admin",
+        description="Ordered role ladder, lowest first, comma-separated",
+    )
+    api_submit_role: str = "producer"  # submit jobs and cancel its owner's jobs
+    api_operate_role: str = "operator"  # see and act on every job, requeue, pause queues
+    api_admin_role: str = "admin"  # manage API keys
+    api_internal_token: SecretStr | None = None  # X-Internal-Token for /internal/... routes
+    api_bootstrap_keys: dict[str, str] = Field(
+        default_factory=dict, description="DURQ_ENV=dev only: role -> key to seed at start"
+    )
+    api_rate_limit_per_second: float = Field(50.0, ge=0)  # per API key; 0 turns it off
+    api_rate_limit_burst: int = Field(100, ge=1)
+    api_max_body_bytes: int = Field(1_048_576, ge=1024)
+    api_max_page_size: int = Field(500, ge=1, le=999)
+
     # SQLite durability: FULL survives power loss in WAL mode, NORMAL only process crashes
     sqlite_synchronous: Literal["FULL", "NORMAL", "OFF"] = "FULL"
     sqlite_busy_timeout_ms: int = Field(30_000, ge=0)
@@ -64,6 +81,33 @@ class Settings(BaseSettings):
                 "or postgresql://user:password@host:5432/dbname"
             )
         return value
+
+    @model_validator(mode="after")
+    def _check_roles(self) -> Settings:
+        ladder = self.role_ladder
+        if not ladder or len(set(ladder)) != len(ladder):
+            raise ValueError(
+                f"DURQ_API_ROLES={self.api_roles!r} must list distinct role names, lowest "
+                "first, e.g. viewer,producer,operator,admin"
+            )
+        ranks = []
+        for name in ("api_submit_role", "api_operate_role", "api_admin_role"):
+            role = getattr(self, name)
+            if role not in ladder:
+                raise ValueError(
+                    f"DURQ_{name.upper()}={role!r} is not in DURQ_API_ROLES {list(ladder)}"
+                )
+            ranks.append(ladder.index(role))
+        if ranks != sorted(ranks):
+            raise ValueError(
+                "roles must rise: DURQ_API_SUBMIT_ROLE <= DURQ_API_OPERATE_ROLE <= "
+                f"DURQ_API_ADMIN_ROLE on the ladder {list(ladder)}"
+            )
+        return self
+
+    @property
+    def role_ladder(self) -> tuple[str, ...]:
+        return tuple(part.strip() for part in self.api_roles.split(",") if part.strip())
 
     @field_validator("poll_interval")
     @classmethod
