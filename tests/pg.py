@@ -77,16 +77,37 @@ def throwaway_cluster(bindir: Path) -> Iterator[str]:
         os.chmod(root, 0o700)
     try:
         subprocess.run(
-            [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-             "--no-sync", "-E", "UTF8"],
-            check=True, capture_output=True,
+            [
+                *prefix,
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            capture_output=True,
         )
         subprocess.run(
-            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w",
-             "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c max_connections=200",
-             "start"],
-            check=True, capture_output=True,
+            [
+                *prefix,
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(root / "log"),
+                "-w",
+                "-o",
+                f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                "-c max_connections=200",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
         )
         url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
         deadline = time.monotonic() + 30
@@ -98,7 +119,8 @@ def throwaway_cluster(bindir: Path) -> Iterator[str]:
     finally:
         subprocess.run(
             [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            check=False, capture_output=True,
+            check=False,
+            capture_output=True,
         )
         shutil.rmtree(root, ignore_errors=True)
 

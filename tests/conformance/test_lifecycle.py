@@ -19,13 +19,19 @@ def test_enqueue_sets_defaults_and_options(app: durq.App) -> None:
         return {"image_id": image_id}
 
     job = resize.enqueue(image_id=7)
-    assert (job.queue, job.task, job.args, job.state) == ("images", "resize", {"image_id": 7}, "queued")
+    assert (job.queue, job.task, job.args, job.state) == (
+        "images",
+        "resize",
+        {"image_id": 7},
+        "queued",
+    )
     assert (job.attempt, job.max_attempts, job.priority, job.claim_version) == (0, 5, 3, 0)
     assert job.retry_policy == {"kind": "fixed", "delays": [60, 300]}
 
     later = datetime.now(UTC) + timedelta(hours=1)
-    other = app.enqueue("resize", {"image_id": 8}, queue="slow", priority=-1, run_at=later,
-                        max_attempts=2)
+    other = app.enqueue(
+        "resize", {"image_id": 8}, queue="slow", priority=-1, run_at=later, max_attempts=2
+    )
     assert (other.queue, other.priority, other.max_attempts) == ("slow", -1, 2)
     assert abs((other.run_at - later).total_seconds()) < 0.001
     delayed = resize.enqueue_with({"image_id": 9}, delay=30)
@@ -49,7 +55,10 @@ def test_success_records_result_attempt_and_artifacts(app: durq.App) -> None:
     assert attempt.started_at <= attempt.finished_at
     (artifact,) = app.artifacts(job.id)
     assert (artifact.artifact_type, artifact.payload, artifact.ref) == (
-        "ingest_batch_result", {"rows": 3}, "s3://bucket/3")
+        "ingest_batch_result",
+        {"rows": 3},
+        "s3://bucket/3",
+    )
 
 
 def test_failure_retries_then_dead_letters_with_error_recorded(app: durq.App) -> None:
@@ -59,7 +68,11 @@ def test_failure_retries_then_dead_letters_with_error_recorded(app: durq.App) ->
 
     job = testing.run_inline(app, flaky)
     assert (job.state, job.attempt, job.last_error_code, job.last_error) == (
-        "retry_wait", 1, "ConnectionError", "upstream down")
+        "retry_wait",
+        1,
+        "ConnectionError",
+        "upstream down",
+    )
     job = app.run_job(job.id)
     assert (job.state, job.attempt) == ("dead_letter", 2)
     assert job.finished_at is not None
@@ -91,7 +104,11 @@ def test_task_signals_fail_snooze_retry_and_classifier(app: durq.App) -> None:
         raise AuthError("401 from storage")
 
     failed = testing.run_inline(app, invalid_tuple)
-    assert (failed.state, failed.last_error_code, failed.attempt) == ("dead_letter", "invalid_tuple", 1)
+    assert (failed.state, failed.last_error_code, failed.attempt) == (
+        "dead_letter",
+        "invalid_tuple",
+        1,
+    )
 
     snoozed = testing.run_inline(app, snoozer)
     assert (snoozed.state, snoozed.attempt) == ("queued", 0)  # no attempt used
@@ -172,8 +189,9 @@ def test_stage_write_guarded_in_sql_too(app: durq.App) -> None:
     """Even bypassing the task's check, the database refuses an out-of-order stage."""
     app.enqueue("t", {})
     with app.backend.transaction() as ex:
-        (job,) = app.backend.job_claim(ex, queues=["default"], worker_id="w", limit=1,
-                                       lease_seconds=30)
+        (job,) = app.backend.job_claim(
+            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
+        )
     with pytest.raises(InvalidStage), app.backend.transaction() as ex:
         app.backend.job_set_stage(ex, job, job.claim_version, "processing", "fetching", 30)
     assert app.get_job(job.id).stage is None
@@ -184,8 +202,9 @@ def test_priority_then_run_at_then_id_order(app: durq.App) -> None:
     first = app.enqueue("t", {"n": 2}, priority=0)
     second = app.enqueue("t", {"n": 3}, priority=0)
     with app.backend.transaction() as ex:
-        claimed = app.backend.job_claim(ex, queues=["default"], worker_id="w", limit=3,
-                                        lease_seconds=30)
+        claimed = app.backend.job_claim(
+            ex, queues=["default"], worker_id="w", limit=3, lease_seconds=30
+        )
     assert [j.id for j in claimed] == [first.id, second.id, low.id]
     assert all(j.state == "running" and j.claim_version == 1 and j.attempt == 1 for j in claimed)
     assert all(j.worker_id == "w" and j.lease_expires_at and j.heartbeat_at for j in claimed)
@@ -196,20 +215,26 @@ def test_future_jobs_and_paused_queues_are_not_claimed(app: durq.App) -> None:
     paused = app.enqueue("t", {}, queue="paused")
     app.pause_queue("paused")
     with app.backend.transaction() as ex:
-        assert app.backend.job_claim(ex, queues=["default", "paused"], worker_id="w", limit=10,
-                                     lease_seconds=30) == []
+        assert (
+            app.backend.job_claim(
+                ex, queues=["default", "paused"], worker_id="w", limit=10, lease_seconds=30
+            )
+            == []
+        )
     app.resume_queue("paused")
     with app.backend.transaction() as ex:
-        got = app.backend.job_claim(ex, queues=["default", "paused"], worker_id="w", limit=10,
-                                    lease_seconds=30)
+        got = app.backend.job_claim(
+            ex, queues=["default", "paused"], worker_id="w", limit=10, lease_seconds=30
+        )
     assert [j.id for j in got] == [paused.id]
 
 
 def test_heartbeat_extends_lease(app: durq.App) -> None:
     app.enqueue("t", {})
     with app.backend.transaction() as ex:
-        (job,) = app.backend.job_claim(ex, queues=["default"], worker_id="w", limit=1,
-                                       lease_seconds=5)
+        (job,) = app.backend.job_claim(
+            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=5
+        )
     with app.backend.transaction() as ex:
         assert app.backend.job_heartbeat(ex, job.id, job.claim_version, 600) is False
     after = app.get_job(job.id)
@@ -232,8 +257,9 @@ def test_cancel_each_state(app: durq.App) -> None:
 
     running = app.enqueue("t", {})
     with app.backend.transaction() as ex:
-        (held,) = app.backend.job_claim(ex, queues=["default"], worker_id="w", limit=1,
-                                        lease_seconds=30)
+        (held,) = app.backend.job_claim(
+            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
+        )
     requested = app.cancel(running.id)
     assert (requested.state, requested.cancel_requested) == ("running", True)
     with app.backend.transaction() as ex:  # the worker learns at its next write
@@ -300,7 +326,12 @@ def test_requeue_semantics_for_every_state(app: durq.App) -> None:
         assert not res.idempotent
         j = res.job
         assert (j.state, j.attempt, j.last_error_code, j.last_error, j.finished_at) == (
-            "queued", 0, None, None, None), job.state
+            "queued",
+            0,
+            None,
+            None,
+            None,
+        ), job.state
         assert j.run_at <= datetime.now(UTC) + timedelta(seconds=1)
 
     running = ok.enqueue()
@@ -315,8 +346,9 @@ def test_requeue_semantics_for_every_state(app: durq.App) -> None:
 def test_lease_lost_write_changes_nothing(app: durq.App) -> None:
     app.enqueue("t", {})
     with app.backend.transaction() as ex:
-        (job,) = app.backend.job_claim(ex, queues=["default"], worker_id="w", limit=1,
-                                       lease_seconds=30)
+        (job,) = app.backend.job_claim(
+            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
+        )
     from durq import states
     from durq.backends.base import FinishRequest
 
