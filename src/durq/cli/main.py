@@ -6,6 +6,8 @@ import typer
 
 from .common import AppOption, UrlOption, durq_errors, load_app
 from .jobs import jobs_app
+from .keys import keys_app
+from .serve import serve
 
 app = typer.Typer(
     name="durq",
@@ -15,6 +17,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(keys_app, name="keys")
+app.command("serve")(serve)
 
 
 @app.command()

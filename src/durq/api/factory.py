@@ -1,0 +1,63 @@
+"""``create_app``: the HTTP service's composition root."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from .. import __version__
+from ..app import App
+from ..settings import Settings
+from .context import BodyLimit, RequestContext
+from .errors import install_error_handlers
+from .routes import health, internal, jobs, keys, queues
+from .service import Service
+
+__all__ = ["create_app"]
+
+DESCRIPTION = """\
+Submit, watch and operate durq jobs over HTTP.
+
+Authenticate with an API key (`durq keys create --owner NAME --role ROLE`) sent as
+`Authorization: Bearer <key>` or `X-API-Key: <key>`. Successes are `{"data": ...}`;
+errors are `{"error": {"code", "message", "request_id"}}` with stable codes.
+Every response carries `X-Request-ID`.
+"""
+
+
+def create_app(app: App, settings: Settings | None = None) -> FastAPI:
+    """A FastAPI application serving ``app``'s jobs; mount it in your own app if you like:
+    ``main.mount("/durq", create_app(durq_app))``."""
+    settings = settings or app.settings
+    service = Service.build(app, settings)
+
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        if settings.env == "dev":
+            await run_in_threadpool(service.ensure_bootstrap)
+        yield
+
+    api = FastAPI(
+        title="durq",
+        version=__version__,
+        description=DESCRIPTION,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    api.state.durq = service
+    install_error_handlers(api)
+    for module in (jobs, queues, keys, internal, health):
+        api.include_router(module.router)
+    # Added last = outermost: the request context wraps the body limit.
+    api.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
+    api.add_middleware(
+        RequestContext,
+        on_finish=service.metrics.observe_request,
+        static_paths=frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect"}),
+    )
+    return api

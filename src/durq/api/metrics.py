@@ -1,0 +1,180 @@
+"""Prometheus metrics: HTTP metrics of this process, job metrics read from the database.
+
+Job-level metrics are not counted in any process: every scrape reads them from the
+database, so they are right however many workers and servers run, and every server
+answers with the same values. Two consequences for queries:
+
+* scrape several servers → aggregate job metrics with ``max by (...)``, not ``sum``;
+* they cover the jobs still stored: pruning finished jobs (``DURQ_PRUNE_*``) lowers them,
+  which Prometheus reads as a counter reset.
+
+``durq_jobs_total`` is a gauge of jobs by their current state (the name is the one seed 004
+fixes); ``durq_job_duration_seconds`` and ``durq_job_retries_total`` come from the attempt
+records. HTTP metrics are labelled by route template, never by raw path or id.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from ..app import App
+from ..backends import api_ops
+from ..errors import DurqError
+from ..types import ACTIVE_STATES, JobState
+
+__all__ = ["DURATION_BUCKETS", "DatabaseCollector", "Metrics"]
+
+log = structlog.get_logger("durq.api")
+
+#: Upper bounds in seconds; ``metrics_attempts`` in api.sql buckets by the same bounds.
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+)
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+DEPTH_STATES = tuple(s.value for s in JobState if s in ACTIVE_STATES)
+
+
+class DatabaseCollector(Collector):
+    """Collects job metrics with two grouped queries at scrape time."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def describe(self) -> list[Metric]:
+        return []  # families depend on the data; nothing to check at registration
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "durq_database_up", "1 if this scrape could read the job metrics from the database"
+        )
+        try:
+            backend = self.app.backend
+            with backend.read() as ex:
+                counts = api_ops.job_counts(ex)
+                buckets = api_ops.attempt_buckets(ex)
+        except DurqError as exc:
+            log.warning("metrics_database_error", error=str(exc))
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from _job_families(counts)
+        yield from _attempt_families(buckets)
+
+
+def _job_families(counts: list[tuple[str, str, str, int]]) -> Iterator[Metric]:
+    jobs = GaugeMetricFamily(
+        "durq_jobs_total",
+        "Stored jobs by queue, task and current state (read from the database)",
+        labels=["queue", "task", "state"],
+    )
+    depth: dict[tuple[str, str], int] = defaultdict(int)
+    for queue, task, state, n in counts:
+        jobs.add_metric([queue, task, state], n)
+        for s in DEPTH_STATES:  # every queue reports every active state, zeros included
+            depth[(queue, s)] += n if s == state else 0
+    queue_depth = GaugeMetricFamily(
+        "durq_queue_depth",
+        "Jobs waiting or running per queue: queued, retry_wait, running",
+        labels=["queue", "state"],
+    )
+    for (queue, state), n in sorted(depth.items()):
+        queue_depth.add_metric([queue, state], n)
+    yield jobs
+    yield queue_depth
+
+
+def _attempt_families(buckets: list[api_ops.AttemptBucket]) -> Iterator[Metric]:
+    per_series: dict[tuple[str, str, str], list[int]] = {}
+    sums: dict[tuple[str, str, str], float] = defaultdict(float)
+    retries: dict[tuple[str, str], int] = defaultdict(int)
+    for b in buckets:
+        retries[(b.queue, b.task)] += b.retries
+        if b.bucket is None:
+            continue  # a lost attempt has no runtime
+        empty = [0] * (len(DURATION_BUCKETS) + 1)
+        series = per_series.setdefault((b.queue, b.task, b.outcome), empty)
+        series[b.bucket] += b.count
+        sums[(b.queue, b.task, b.outcome)] += b.runtime_ms / 1000.0
+    duration = HistogramMetricFamily(
+        "durq_job_duration_seconds",
+        "Runtime of stored job attempts by queue, task and outcome",
+        labels=["queue", "task", "outcome"],
+    )
+    for key, counts in sorted(per_series.items()):
+        cumulative = 0
+        cum_buckets: list[tuple[str, float]] = []
+        for bound, n in zip((*DURATION_BUCKETS, float("inf")), counts, strict=True):
+            cumulative += n
+            cum_buckets.append((_le(bound), cumulative))
+        duration.add_metric(list(key), cum_buckets, sums[key])
+    retry_total = CounterMetricFamily(
+        "durq_job_retries",
+        "Stored attempts after the first, by queue and task",
+        labels=["queue", "task"],
+    )
+    for (queue, task), n in sorted(retries.items()):
+        retry_total.add_metric([queue, task], n)
+    yield duration
+    yield retry_total
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
+class Metrics:
+    """One registry per API instance: this process's HTTP metrics plus the DB collector."""
+
+    def __init__(self, app: App) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.http_requests = Counter(
+            "durq_http_requests",
+            "HTTP requests by method, route template and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.http_duration = Histogram(
+            "durq_http_request_duration_seconds",
+            "HTTP request latency by method and route template",
+            ["method", "route"],
+            registry=self.registry,
+        )
+        self.registry.register(DatabaseCollector(app))
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        method = method if method in KNOWN_METHODS else "other"  # clients choose methods
+        self.http_requests.labels(method, route, str(status)).inc()
+        self.http_duration.labels(method, route).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

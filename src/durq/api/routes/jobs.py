@@ -1,0 +1,261 @@
+"""``/v1/jobs``: submit, read, list, cancel and requeue jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any
+
+import structlog
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
+
+from ...backends import api_ops
+from ...errors import DurqError, JobNotFound
+from ...types import Job, JobState
+from ..auth import Principal, require
+from ..errors import ApiError
+from ..pagination import decode_job_cursor, encode_cursor
+from ..schemas import (
+    MAX_JOB_ID,
+    ArtifactOut,
+    AttemptOut,
+    Data,
+    JobIn,
+    JobOut,
+    Page,
+    RequeueOut,
+    Timestamp,
+)
+from ..service import Service, get_service
+from . import AUTHENTICATED, error_responses
+
+__all__ = ["requeue_job", "router"]
+
+log = structlog.get_logger("durq.api")
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=error_responses(*AUTHENTICATED))
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID, description="The job's id")]
+IDEMPOTENCY_HEADER = Header(
+    alias="Idempotency-Key",
+    max_length=255,
+    description="Same key and same body → the original job again; same key, another body → 409",
+)
+
+
+def visible_job(service: Service, principal: Principal, job_id: int) -> Job:
+    """The job, if this key may see it; another owner's job is 'not found', not 'forbidden'."""
+    job = service.app.get_job(job_id)
+    if principal.tenant is not None and job.created_by != principal.tenant:
+        raise JobNotFound(job_id)
+    return job
+
+
+def body_hash(body: JobIn) -> str:
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=Data[JobOut],
+    responses={
+        200: {"model": Data[JobOut], "description": "execution_mode sync: the job after it ran"},
+        **error_responses(409, 410),
+    },
+    summary="Submit a job",
+)
+def submit_job(
+    body: JobIn,
+    response: Response,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("submit"))],
+    idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
+) -> dict[str, Any]:
+    app = service.app
+    sync = body.execution_mode == "sync"
+    if sync and body.task not in app.tasks:
+        raise ApiError(
+            422,
+            "E_UNKNOWN_TASK",
+            f"execution_mode sync runs the job inside this server, whose App does not define "
+            f"task {body.task!r} (it defines {sorted(app.tasks)[:20]}); submit it with "
+            "execution_mode async for a worker, or serve the App that defines it "
+            "(durq serve --app module:attribute)",
+        )
+    if sync and (body.run_at is not None or body.delay_seconds is not None):
+        raise ApiError(
+            422,
+            "E_VALIDATION",
+            "execution_mode sync runs the job now: drop run_at and delay_seconds, or use "
+            "execution_mode async to schedule it",
+        )
+    new = app.build(
+        body.task,
+        body.args,
+        queue=body.queue,
+        priority=body.priority,
+        run_at=body.run_at,
+        delay=body.delay_seconds,
+        max_attempts=body.max_attempts,
+        idempotency_key=idempotency_key,
+        # Seed 003: idempotency is per requester, keyed by the hash of the whole request.
+        idempotency_scope=f"owner:{principal.owner}" if idempotency_key is not None else None,
+        request_hash=body_hash(body) if idempotency_key is not None else None,
+        created_by=principal.owner,
+    )
+    job, created = app.insert(new)
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    elif sync:
+        job = app.run_job(job.id)
+    response.status_code = 200 if sync else 202
+    log.info("job_submitted", job_id=job.id, task=job.task, created=created, sync=sync)
+    return {"data": job.to_dict()}
+
+
+@router.get("", response_model=Page[JobOut], summary="List jobs, newest first")
+def list_jobs(
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("read"))],
+    state: Annotated[
+        list[JobState] | None, Query(description="Repeat to match any of several states")
+    ] = None,
+    queue: Annotated[str | None, Query(max_length=64)] = None,
+    task: Annotated[str | None, Query(max_length=200)] = None,
+    created_by: Annotated[str | None, Query(max_length=128)] = None,
+    created_after: Annotated[Timestamp | None, Query(description="RFC 3339, inclusive")] = None,
+    created_before: Annotated[Timestamp | None, Query(description="RFC 3339, exclusive")] = None,
+    limit: Annotated[
+        int, Query(ge=1, description="Page size; capped at DURQ_API_MAX_PAGE_SIZE (500)")
+    ] = 50,
+    cursor: Annotated[str | None, Query(max_length=200, description="next_cursor")] = None,
+) -> dict[str, Any]:
+    before_id = decode_job_cursor(cursor) if cursor is not None else None
+    if principal.tenant is not None:
+        if created_by is not None and created_by != principal.tenant:
+            return {"data": [], "next_cursor": None}  # other owners' jobs do not exist here
+        created_by = principal.tenant
+    size = service.page_size(limit)
+    jobs = service.app.list_jobs(
+        state=[str(s) for s in state] if state else None,
+        queue=queue,
+        task=task,
+        created_by=created_by,
+        created_after=created_after,
+        created_before=created_before,
+        before_id=before_id,
+        limit=size + 1,  # one more tells whether another page exists
+    )
+    page = jobs[:size]
+    next_cursor = encode_cursor("j", page[-1].id) if len(jobs) > size else None
+    return {"data": [j.to_dict() for j in page], "next_cursor": next_cursor}
+
+
+@router.get(
+    "/{job_id}",
+    response_model=Data[JobOut],
+    responses=error_responses(404, 410),
+    summary="Get a job",
+)
+def get_job(
+    job_id: JobIdPath,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("read"))],
+) -> dict[str, Any]:
+    return {"data": visible_job(service, principal, job_id).to_dict()}
+
+
+@router.get(
+    "/{job_id}/attempts",
+    response_model=Data[list[AttemptOut]],
+    responses=error_responses(404, 410),
+    summary="A job's attempts, oldest first (the latest DURQ_API_MAX_PAGE_SIZE)",
+)
+def job_attempts(
+    job_id: JobIdPath,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("read"))],
+) -> dict[str, Any]:
+    visible_job(service, principal, job_id)
+    attempts = service.app.attempts(job_id)[-service.page_cap :]
+    return {"data": [a.to_dict() for a in attempts]}
+
+
+@router.get(
+    "/{job_id}/artifacts",
+    response_model=Data[list[ArtifactOut]],
+    responses=error_responses(404, 410),
+    summary="A job's typed artifacts (the first DURQ_API_MAX_PAGE_SIZE)",
+)
+def job_artifacts(
+    job_id: JobIdPath,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("read"))],
+) -> dict[str, Any]:
+    visible_job(service, principal, job_id)
+    artifacts = service.app.artifacts(job_id)[: service.page_cap]
+    return {"data": [a.to_dict() for a in artifacts]}
+
+
+@router.post(
+    "/{job_id}/cancel",
+    response_model=Data[JobOut],
+    responses=error_responses(404, 410),
+    summary="Cancel a job (a finished job is returned unchanged)",
+)
+def cancel_job(
+    job_id: JobIdPath,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("submit"))],
+) -> dict[str, Any]:
+    visible_job(service, principal, job_id)
+    job = service.app.cancel(job_id)
+    log.info("job_cancel", job_id=job_id, state=str(job.state))
+    return {"data": job.to_dict()}
+
+
+@router.post(
+    "/{job_id}/requeue",
+    response_model=Data[RequeueOut],
+    responses=error_responses(404, 410),
+    summary="Requeue a job (a running job is left alone: idempotent no-op)",
+)
+def requeue(
+    job_id: JobIdPath,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("operate"))],
+) -> dict[str, Any]:
+    return {"data": requeue_job(service, job_id)}
+
+
+def requeue_job(service: Service, job_id: int) -> dict[str, Any]:
+    """Seed 000: running → unchanged with ``idempotent: true``; any other state → queued
+    with attempts, error and finish time reset, and idle workers woken."""
+    result = service.app.requeue(job_id)
+    job = result.job
+    dispatched = False
+    if not result.idempotent:
+        try:
+            backend = service.app.backend
+            with backend.transaction() as ex:
+                api_ops.notify_queue(backend, ex, job.queue)
+            dispatched = True
+        except DurqError as exc:  # the job is committed as queued; pollers still find it
+            log.warning("requeue_notify_failed", job_id=job_id, error=str(exc))
+    log.info("job_requeue", job_id=job_id, idempotent=result.idempotent, state=str(job.state))
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "task": job.task,
+        "state": str(job.state),
+        "attempts": job.attempt,
+        "max_attempts": job.max_attempts,
+        "last_error_code": job.last_error_code,
+        "updated_at": job.updated_at.isoformat(),
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "idempotent": result.idempotent,
+        "enqueue_dispatched": dispatched,
+    }

@@ -1,0 +1,106 @@
+"""``/v1/queues`` and ``/v1/workers``: health of each queue, pause and resume, workers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+import structlog
+from fastapi import APIRouter, Depends, Path, Query
+
+from ...backends import api_ops
+from ...types import QUEUE_NAME_RE
+from ..auth import Principal, require
+from ..schemas import Data, QueueOut, QueueStateOut, WorkerOut
+from ..service import Service, get_service
+from . import AUTHENTICATED, error_responses
+
+__all__ = ["router"]
+
+log = structlog.get_logger("durq.api")
+
+router = APIRouter(tags=["queues"], responses=error_responses(*AUTHENTICATED))
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+QueuePath = Annotated[str, Path(pattern=QUEUE_NAME_RE.pattern, description="Queue name")]
+
+
+@router.get(
+    "/v1/queues",
+    response_model=Data[list[QueueOut]],
+    summary="Queues: counts by state, oldest and p95 age of ready jobs, paused, degraded",
+)
+def list_queues(
+    service: ServiceDep, principal: Annotated[Principal, Depends(require("read"))]
+) -> dict[str, Any]:
+    stats = service.app.queue_stats()
+    names = sorted(stats)[: service.page_cap]
+    return {"data": [{"name": name, **stats[name]} for name in names]}
+
+
+def _set_paused(service: Service, name: str, paused: bool) -> dict[str, Any]:
+    if paused:
+        service.app.pause_queue(name)
+    else:
+        service.app.resume_queue(name)
+    log.info("queue_paused" if paused else "queue_resumed", queue=name)
+    return {"data": {"name": name, "paused": paused}}
+
+
+@router.post(
+    "/v1/queues/{name}/pause",
+    response_model=Data[QueueStateOut],
+    summary="Pause a queue: workers stop claiming its jobs",
+)
+def pause_queue(
+    name: QueuePath,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("operate"))],
+) -> dict[str, Any]:
+    return _set_paused(service, name, True)
+
+
+@router.post(
+    "/v1/queues/{name}/resume",
+    response_model=Data[QueueStateOut],
+    summary="Resume a paused queue",
+)
+def resume_queue(
+    name: QueuePath,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("operate"))],
+) -> dict[str, Any]:
+    return _set_paused(service, name, False)
+
+
+@router.get(
+    "/v1/workers",
+    response_model=Data[list[WorkerOut]],
+    summary="Workers, live ones first",
+)
+def list_workers(
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require("read"))],
+    limit: Annotated[int, Query(ge=1, description="Capped at DURQ_API_MAX_PAGE_SIZE")] = 100,
+) -> dict[str, Any]:
+    size = service.page_size(limit)
+    app = service.app
+    lister = getattr(app, "list_workers", None)
+    if callable(lister):
+        rows = [_as_dict(w) for w in lister()][:size]
+    else:
+        backend = app.backend
+        with backend.read() as ex:
+            rows = api_ops.worker_list(backend, ex, limit=size)
+    return {"data": rows}
+
+
+def _as_dict(worker: Any) -> dict[str, Any]:
+    if hasattr(worker, "to_dict"):
+        return dict(worker.to_dict())
+    if dataclasses.is_dataclass(worker) and not isinstance(worker, type):
+        return dataclasses.asdict(worker)
+    if isinstance(worker, Mapping):
+        return dict(worker)
+    return dict(vars(worker))

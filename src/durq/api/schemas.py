@@ -1,0 +1,253 @@
+"""Request and response bodies. Requests are strict: unknown fields and wrong types are
+refused with 422 naming the field, never coerced ("5" is not a number)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictInt,
+    StrictStr,
+)
+
+from ..types import QUEUE_NAME_RE, JobState
+
+__all__ = [
+    "ArtifactOut",
+    "AttemptOut",
+    "Data",
+    "ErrorOut",
+    "InternalRequeueIn",
+    "JobIn",
+    "JobOut",
+    "KeyCreatedOut",
+    "KeyIn",
+    "KeyOut",
+    "Page",
+    "QueueOut",
+    "QueueStateOut",
+    "RequeueOut",
+    "WhoAmIOut",
+    "WorkerOut",
+]
+
+T = TypeVar("T")
+
+MAX_JOB_ID = 2**63 - 1
+MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600  # ten years; further is a mistake, not a schedule
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def _rfc3339_string(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("must be an RFC 3339 string with a time zone, e.g. 2030-01-01T12:00:00Z")
+    return value
+
+
+def _storable(value: datetime) -> datetime:
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not 1970 <= utc.year <= 9998:
+        raise ValueError("must be between 1970 and 9998 (UTC)")
+    return utc
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_string), AfterValidator(_storable)]
+JobId = Annotated[StrictInt, Field(ge=1, le=MAX_JOB_ID)]
+QueueName = Annotated[StrictStr, Field(pattern=QUEUE_NAME_RE.pattern, examples=["default"])]
+
+
+class StrictBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Data(BaseModel, Generic[T]):
+    """Every success: ``{"data": ...}``."""
+
+    data: T
+
+
+class Page(BaseModel, Generic[T]):
+    """A page of a list, newest first; pass ``next_cursor`` back as ``cursor`` for the next."""
+
+    data: list[T]
+    next_cursor: str | None = Field(
+        description="Opaque; null on the last page. Stable while new items are added."
+    )
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(examples=["E_NOT_FOUND"])
+    message: str
+    request_id: str | None
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+# ---- jobs ------------------------------------------------------------------------------
+
+
+class JobIn(StrictBody):
+    task: Annotated[StrictStr, Field(min_length=1, max_length=200, examples=["resize"])]
+    args: dict[str, Any] = Field(default_factory=dict, examples=[{"image_id": 7}])
+    queue: QueueName | None = None
+    priority: Annotated[StrictInt, Field(ge=INT32[0], le=INT32[1])] | None = Field(
+        None, description="Lower runs first; default the task's (0 for unknown tasks)"
+    )
+    run_at: Timestamp | None = Field(None, description="RFC 3339; not with delay_seconds")
+    delay_seconds: (
+        Annotated[float, Strict(), Field(ge=0, le=MAX_DELAY_SECONDS, allow_inf_nan=False)] | None
+    ) = None
+    max_attempts: Annotated[StrictInt, Field(ge=1, le=INT32[1])] | None = None
+    execution_mode: Literal["async", "sync"] = Field(
+        "async",
+        description="sync runs the job in this server before answering (200 with its "
+        "final state); only for tasks the server's App defines",
+    )
+
+
+class JobOut(BaseModel):
+    id: int
+    queue: str
+    task: str
+    args: dict[str, Any]
+    state: JobState
+    stage: str | None
+    attempt: int
+    max_attempts: int
+    claim_version: int
+    worker_id: str | None
+    priority: int
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    created_by: str | None
+    last_error_code: str | None
+    last_error: str | None
+    result: Any = None
+
+
+class AttemptOut(BaseModel):
+    job_id: int
+    attempt: int
+    claim_version: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime
+    runtime_ms: int | None
+    outcome: str
+    error_code: str | None
+    error_message: str | None
+
+
+class ArtifactOut(BaseModel):
+    job_id: int | None
+    artifact_type: str
+    ref: str | None
+    payload: Any = None
+    created_at: datetime | None
+
+
+class RequeueOut(BaseModel):
+    """Seed 000 d-012: the operator's view of the job after a requeue."""
+
+    id: int
+    queue: str
+    task: str
+    state: JobState
+    attempts: int
+    max_attempts: int
+    last_error_code: str | None
+    updated_at: datetime
+    finished_at: datetime | None
+    idempotent: bool = Field(description="true when the job was running and left alone")
+    enqueue_dispatched: bool = Field(
+        description="true when the job was made ready and idle workers were woken"
+    )
+
+
+class InternalRequeueIn(StrictBody):
+    job_id: JobId
+
+
+# ---- queues and workers ---------------------------------------------------------------
+
+
+class QueueOut(BaseModel):
+    name: str
+    counts: dict[str, int]
+    ready: int
+    oldest_age_seconds: float | None
+    p95_age_seconds: float | None
+    paused: bool
+    degraded: bool
+
+
+class QueueStateOut(BaseModel):
+    name: str
+    paused: bool
+
+
+class WorkerOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    hostname: str | None = None
+    pid: int | None = None
+    queues: list[str] = Field(default_factory=list)
+    concurrency: int | None = None
+    started_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    stopped_at: datetime | None = None
+
+
+# ---- keys and identity ----------------------------------------------------------------
+
+
+class KeyIn(StrictBody):
+    owner: Annotated[StrictStr, Field(min_length=1, max_length=128, examples=["billing"])]
+    role: Annotated[StrictStr, Field(min_length=1, max_length=64, examples=["producer"])]
+
+
+class KeyOut(BaseModel):
+    id: str
+    owner: str
+    role: str
+    created_at: datetime | None
+    last_used_at: datetime | None
+    disabled_at: datetime | None
+
+
+class KeyCreatedOut(KeyOut):
+    key: str = Field(description="The secret. Shown this once; durq stores only its hash.")
+
+
+class WhoAmIOut(BaseModel):
+    key_id: str
+    owner: str
+    role: str
+    roles: list[str] = Field(description="The role ladder, lowest first")
+    powers: list[str]
+    tenant: str | None = Field(description="The owner whose jobs alone this key sees, or null")
+
+
+class StatusOut(BaseModel):
+    status: str
+    database: str | None = None
+    migrations: str | None = None

@@ -1,0 +1,36 @@
+"""``durq serve``: the HTTP API under uvicorn."""
+
+from __future__ import annotations
+
+import typer
+
+from ..errors import DurqError
+from .common import AppOption, UrlOption, err_console, load_app
+
+
+def serve(
+    app_spec: str = AppOption,
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="TCP port."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn's log level."),
+    database_url: str = UrlOption,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
+    import uvicorn
+
+    from ..api import create_app
+
+    app = load_app(app_spec, database_url)
+    try:
+        app.check_schema()
+    except DurqError as exc:  # still serve: /readyz says what is wrong until it is fixed
+        err_console.print(f"[yellow]warning:[/] {exc}", highlight=False)
+    api = create_app(app)
+    if app.settings.env == "dev" and not app.settings.api_bootstrap_keys:
+        roles = ", ".join(f"dev-{r}-key ({r})" for r in app.settings.role_ladder)
+        err_console.print(f"DURQ_ENV=dev: development API keys {roles}", highlight=False)
+    err_console.print(
+        f"durq API on http://{host}:{port} (docs at /docs, tasks: {sorted(app.tasks) or 'none'})",
+        highlight=False,
+    )
+    uvicorn.run(api, host=host, port=port, log_level=log_level, access_log=False)
