@@ -196,7 +196,7 @@ def test_unmigrated_database_says_run_migrate(tmp_path: Any) -> None:
     app = durq.App(f"sqlite:///{tmp_path}/fresh.db")
     with pytest.raises(durq.SchemaOutOfDate, match="durq migrate"):
         app.enqueue("t", {})
-    with pytest.raises(durq.SchemaOutOfDate, match=r"migrations \[1\] are not applied"):
+    with pytest.raises(durq.SchemaOutOfDate, match=r"migrations \[1, .*\] are not applied"):
         app.check_schema()
     app.migrate()
     app.check_schema()

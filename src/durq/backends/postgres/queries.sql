@@ -70,13 +70,15 @@ ORDER BY id DESC
 LIMIT :limit
 
 -- name: job_claim
--- One statement: pick ready rows by priority and age, skip rows other workers hold.
+-- One statement: pick ready rows of one queue by priority and age, skip rows other workers
+-- hold. One queue per statement keeps it an ordered scan of durq_jobs_ready_idx that stops
+-- at LIMIT (a list of queues, or a join on the pause flag, would sort the whole backlog).
 WITH next AS (
     SELECT id FROM durq_jobs
     WHERE state IN ('queued', 'retry_wait')
-      AND queue = ANY(CAST(:queues AS text[]))
+      AND queue = :queue
       AND run_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = durq_jobs.queue AND p.paused)
+      AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = :queue AND p.paused)
     ORDER BY priority, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

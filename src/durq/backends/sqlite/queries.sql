@@ -49,7 +49,7 @@ ORDER BY id DESC
 LIMIT :limit
 
 -- name: job_claim
--- One write transaction (BEGIN IMMEDIATE): pick ready rows by priority and age.
+-- One write transaction (BEGIN IMMEDIATE): pick ready rows of one queue by priority and age.
 UPDATE durq_jobs
 SET state = 'running', stage = NULL, worker_id = :worker_id,
     attempt = attempt + 1, claim_version = claim_version + 1,
@@ -58,9 +58,9 @@ SET state = 'running', stage = NULL, worker_id = :worker_id,
 WHERE id IN (
     SELECT id FROM durq_jobs
     WHERE state IN ('queued', 'retry_wait')
-      AND queue IN (SELECT value FROM json_each(:queues))
+      AND queue = :queue
       AND run_at <= :now
-      AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = durq_jobs.queue AND p.paused)
+      AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = :queue AND p.paused)
     ORDER BY priority, run_at, id
     LIMIT :limit
 )
