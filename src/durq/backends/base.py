@@ -309,19 +309,41 @@ class Backend(ABC):
     # ---- the worker's writes (all fenced) ---------------------------------------------------
 
     def job_claim(
-        self, ex: Executor, *, queues: Sequence[str], worker_id: str, limit: int, lease_seconds: float
+        self,
+        ex: Executor,
+        *,
+        queues: Sequence[str],
+        worker_id: str,
+        limit: int,
+        lease_seconds: float,
     ) -> list[Job]:
-        rows = ex.run(
-            "job_claim",
-            {
-                "queues": self.list_param(list(queues)),
-                "worker_id": worker_id,
-                "limit": limit,
-                "lease_seconds": lease_seconds,
-                "now": self.now_param(),
-            },
-        )
-        return sorted((self.job_from_row(r) for r in rows), key=_claim_order)
+        """Claim up to ``limit`` ready jobs, one statement per queue, in this transaction.
+
+        Queues are independent (as in Oban and River): each is read in priority, run_at,
+        id order; the queue asked first rotates per call so none starves the others.
+        """
+        names = list(dict.fromkeys(queues))
+        if not names or limit < 1:
+            return []
+        self._claim_turn = (getattr(self, "_claim_turn", -1) + 1) % len(names)
+        order = names[self._claim_turn :] + names[: self._claim_turn]
+        now = self.now_param()
+        claimed: list[Job] = []
+        for queue in order:
+            rows = ex.run(
+                "job_claim",
+                {
+                    "queue": queue,
+                    "worker_id": worker_id,
+                    "limit": limit - len(claimed),
+                    "lease_seconds": lease_seconds,
+                    "now": now,
+                },
+            )
+            claimed.extend(self.job_from_row(r) for r in rows)
+            if len(claimed) >= limit:
+                break
+        return sorted(claimed, key=_claim_order)
 
     def job_claim_id(
         self, ex: Executor, job_id: int, *, worker_id: str, lease_seconds: float
