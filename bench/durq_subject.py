@@ -1,0 +1,187 @@
+"""durq itself, on PostgreSQL and on SQLite, through its public API and `durq worker`."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from importlib.metadata import version
+from typing import Any
+
+import psycopg
+
+import durq
+from durq import EnqueueRequest
+
+from . import pgdb, sink
+from .measure import Worker, python
+from .subject import Subject
+
+TASK = "bench.job"
+APP_SPEC = "bench.durq_tasks:app"
+
+RETAIN_PG = """
+WITH jobs AS (
+    INSERT INTO durq_jobs (queue, task, args, state, attempt, claim_version, worker_id,
+                           run_at, created_at, updated_at, attempted_at, finished_at)
+    SELECT 'default', 'bench.job', jsonb_build_object('n', g), 'succeeded', 1, 1, 'retained',
+           now(), now(), now(), now(), now()
+    FROM generate_series(1, %(count)s) AS g
+    RETURNING id
+)
+INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                           finished_at, runtime_ms, outcome)
+SELECT id, 1, 1, 'retained', now(), now(), 0, 'succeeded' FROM jobs
+"""
+UNFINISHED_SQL = (
+    "SELECT (EXISTS (SELECT 1 FROM durq_jobs WHERE state IN ('queued', 'retry_wait')))"
+    " OR (EXISTS (SELECT 1 FROM durq_jobs WHERE state = 'running'))"
+)
+
+
+class _Durq(Subject):
+    family = "durq"
+    url: str
+
+    def versions(self) -> dict[str, str]:
+        return {"durq": version("durq")}
+
+    def _app(self) -> durq.App:
+        return durq.App(self.url)
+
+    def enqueue_single(self, count: int) -> float:
+        app = self.app
+        start = time.perf_counter()
+        for i in range(count):
+            app.enqueue(TASK, {"n": i})
+        return time.perf_counter() - start
+
+    def enqueue_batches(self, count: int, batch: int) -> float:
+        app = self.app
+        start = time.perf_counter()
+        for first in range(0, count, batch):
+            app.enqueue_many([(TASK, {"n": i}) for i in range(first, min(count, first + batch))])
+        return time.perf_counter() - start
+
+    def probe(self, stamps: list[float]) -> None:
+        if len(stamps) == 1:
+            self.app.enqueue(TASK, {"t": stamps[0]})
+        else:
+            self.app.enqueue_many([EnqueueRequest(TASK, {"t": t}) for t in stamps])
+
+    def load(self, count: int) -> None:
+        # Many statements, one transaction: every job becomes ready at the same commit.
+        with self._loading_connection() as conn:
+            for first in range(0, count, 5_000):
+                items = [(TASK, {"n": i}) for i in range(first, min(count, first + 5_000))]
+                self.app.enqueue_many(items, connection=conn)
+            conn.commit()
+
+    def _loading_connection(self) -> Any:
+        raise NotImplementedError
+
+    def start_worker(self, *, processes: int = 1, concurrency: int | None = None) -> Worker:
+        argv = [
+            python(),
+            "-m",
+            "durq.cli.main",
+            "worker",
+            "--app",
+            APP_SPEC,
+            "--processes",
+            str(processes),
+        ]
+        if concurrency is not None:
+            argv += ["--concurrency", str(concurrency)]
+        return Worker(argv, {"DURQ_DATABASE_URL": self.url, sink.SINK_ENV: str(self.ctx.sink)})
+
+
+class DurqPostgres(_Durq):
+    name = "durq-pg"
+    backend = "postgresql"
+    config_note = (
+        "durq worker defaults (one process); synchronous_commit on; fenced, attempts recorded"
+    )
+
+    def setup(self) -> None:
+        self.url = pgdb.create(self.ctx.endpoints.pg_admin_url, "durq")
+        self.app = self._app()
+        self.app.migrate()
+        self.conn = psycopg.connect(self.url, autocommit=True)
+
+    def teardown(self) -> None:
+        self.app.close()
+        self.conn.close()
+        pgdb.drop(self.ctx.endpoints.pg_admin_url, self.url)
+
+    def reset(self) -> None:
+        self.conn.execute("TRUNCATE durq_jobs, durq_attempts, durq_artifacts, durq_idempotency")
+
+    def _loading_connection(self) -> Any:
+        return psycopg.connect(self.url)
+
+    def unfinished(self) -> int:
+        row = self.conn.execute(UNFINISHED_SQL).fetchone()
+        return int(bool(row and row[0]))
+
+    def retain_finished(self, count: int) -> None:
+        self.conn.execute(RETAIN_PG, {"count": count})
+        self.conn.execute("VACUUM ANALYZE durq_jobs")
+        self.conn.execute("VACUUM ANALYZE durq_attempts")
+
+
+class DurqSqlite(_Durq):
+    name = "durq-sqlite"
+    backend = "sqlite"
+    config_note = "durq worker defaults; WAL, synchronous=FULL; fenced, attempts recorded"
+
+    def setup(self) -> None:
+        self.path = self.ctx.tmp / f"durq-{os.getpid()}.db"
+        self.url = f"sqlite:///{self.path}"
+        self.app = self._app()
+        self.app.migrate()
+        self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+
+    def teardown(self) -> None:
+        self.app.close()
+        self.conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            path = self.path.with_name(self.path.name + suffix)
+            path.unlink(missing_ok=True)
+
+    def reset(self) -> None:
+        for table in ("durq_attempts", "durq_artifacts", "durq_idempotency", "durq_jobs"):
+            self.conn.execute(f"DELETE FROM {table}")
+
+    def _loading_connection(self) -> Any:
+        conn = sqlite3.connect(self.path, timeout=30)
+        conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    def unfinished(self) -> int:
+        row = self.conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM durq_jobs WHERE state IN "
+            "('queued', 'retry_wait', 'running'))"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def retain_finished(self, count: int) -> None:
+        now = time.time()
+        self.conn.execute("BEGIN")
+        self.conn.execute(
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?) "
+            "INSERT INTO durq_jobs (queue, task, args, state, attempt, claim_version, "
+            "worker_id, run_at, created_at, updated_at, attempted_at, finished_at) "
+            "SELECT 'default', 'bench.job', json_object('n', n), 'succeeded', 1, 1, "
+            "'retained', ?, ?, ?, ?, ? FROM g",
+            (count, now, now, now, now, now),
+        )
+        self.conn.execute(
+            "INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, "
+            "started_at, finished_at, runtime_ms, outcome) "
+            "SELECT id, 1, 1, 'retained', ?, ?, 0, 'succeeded' FROM durq_jobs "
+            "WHERE worker_id = 'retained'",
+            (now, now),
+        )
+        self.conn.execute("COMMIT")
+        self.conn.execute("ANALYZE")

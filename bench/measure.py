@@ -1,0 +1,124 @@
+"""Clocks, percentiles, medians, process memory and subprocess workers."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def median(values: Sequence[float]) -> float:
+    clean = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(clean) if clean else math.nan
+
+
+def wait_until(
+    check: Callable[[], bool], *, timeout: float, interval: float = 0.005, what: str = ""
+) -> float:
+    """Poll ``check`` until true; returns the clock at that moment."""
+    deadline = time.perf_counter() + timeout
+    while True:
+        if check():
+            return time.perf_counter()
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"gave up after {timeout:.0f} s waiting for {what or check}")
+        time.sleep(interval)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                text = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+                found.extend(int(c) for c in text)
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(_children(current))
+    return tree
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Sum of the peak resident set (VmHWM) of a process and its descendants, in MB."""
+    total_kb = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total_kb += int(line.split()[1])
+    return total_kb / 1024
+
+
+class Worker:
+    """A worker subprocess of any subject: started, measured, stopped."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        # The bench package must be importable by the worker, wherever it was started from.
+        root = str(Path(__file__).resolve().parent.parent)
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (root, full_env.get("PYTHONPATH", "")) if p
+        )
+        self.log = Path(os.environ.get("DURQ_BENCH_TMP", "/tmp")) / f"durq-bench-{os.getpid()}.log"
+        self._log = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def check(self) -> None:
+        if not self.alive():
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"worker {self.argv} exited with {self.proc.returncode}:\n{tail}")
+
+    def peak_rss_mb(self) -> float:
+        return peak_rss_mb(self.pid)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self._log.close()
+
+
+def python() -> str:
+    return sys.executable
