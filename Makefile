@@ -28,5 +28,19 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
 
+# The peers live in their own venv so `make test` never installs them.
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.durq-bench-installed
+
+$(BENCH_STAMP): pyproject.toml bench/constraints.txt
+	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -c bench/constraints.txt -e '.[bench]'
+	@touch $(BENCH_STAMP)
+
+# Benchmarks, durq beside its peers: `make bench BENCH_ARGS="--full --output bench/results/x.json"`.
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/durq bench --compare $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) durq-demo.db durq-demo.db-wal durq-demo.db-shm .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(BENCH_VENV) durq-demo.db durq-demo.db-wal durq-demo.db-shm .pytest_cache .mypy_cache

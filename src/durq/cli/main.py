@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from .bench import bench
 from .common import AppOption, UrlOption, durq_errors, load_app
 from .jobs import jobs_app
 from .keys import keys_app
@@ -19,6 +20,7 @@ app = typer.Typer(
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(keys_app, name="keys")
 app.command("serve")(serve)
+app.command("bench")(bench)
 
 
 @app.command()

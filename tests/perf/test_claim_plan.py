@@ -1,0 +1,82 @@
+"""The PostgreSQL claim must stay an index scan of the ready rows, however many finished
+rows the table keeps: a sequential scan or a sort of the table would make every claim
+slower as history grows. (Plans, not timings: nothing here measures speed.)"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import psycopg
+import pytest
+
+import durq
+
+FINISHED_ROWS = 50_000
+READY_ROWS = 200
+
+# Values for every parameter a claim statement may name.
+CLAIM_PARAMS: dict[str, Any] = {
+    "queue": "default",
+    "queues": ["default"],
+    "worker_id": "plan-check",
+    "limit": 100,
+    "lease_seconds": 30.0,
+    "now": None,
+}
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found.extend(_nodes(child))
+    return found
+
+
+@pytest.fixture
+def filled_pg_url(pg_url: str) -> str:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO durq_jobs (queue, task, args, state, attempt, claim_version, "
+            "attempted_at, finished_at) "
+            "SELECT 'default', 'plan.check', jsonb_build_object('n', g), 'succeeded', 1, 1, "
+            "now(), now() FROM generate_series(1, %s) AS g",
+            (FINISHED_ROWS,),
+        )
+        conn.execute(
+            "INSERT INTO durq_jobs (queue, task, args) "
+            "SELECT 'default', 'plan.check', jsonb_build_object('n', g) "
+            "FROM generate_series(1, %s) AS g",
+            (READY_ROWS,),
+        )
+        conn.execute("VACUUM ANALYZE durq_jobs")
+    return pg_url
+
+
+def test_claim_reads_the_ready_index_with_50k_finished_rows(filled_pg_url: str) -> None:
+    app = durq.App(filled_pg_url)
+    try:
+        sql = app.backend.queries.pyformat["job_claim"]
+        used = set(re.findall(r"%\((\w+)\)s", sql))
+        missing = used - set(CLAIM_PARAMS)
+        assert not missing, f"job_claim names parameters this test does not know: {missing}"
+        params = {name: CLAIM_PARAMS[name] for name in used}
+        with psycopg.connect(filled_pg_url) as conn:
+            row = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
+            conn.rollback()
+    finally:
+        app.close()
+    assert row is not None
+    plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    nodes = _nodes(plan[0]["Plan"])
+    on_jobs = [n for n in nodes if n.get("Relation Name") == "durq_jobs"]
+    scans = {(n["Node Type"], n.get("Index Name")) for n in on_jobs}
+    assert ("Seq Scan", None) not in scans, f"the claim scans durq_jobs sequentially: {scans}"
+    assert any(
+        node_type in ("Index Scan", "Index Only Scan") and index == "durq_jobs_ready_idx"
+        for node_type, index in scans
+    ), f"the claim does not read durq_jobs_ready_idx: {scans}"
+    assert not any(n["Node Type"] == "Sort" for n in nodes), (
+        "the claim sorts the ready rows instead of reading them in index order"
+    )
