@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -30,7 +31,8 @@ def make_backend(settings: Settings) -> Backend:
         from .backends.sqlite.backend import SqliteBackend
 
         return SqliteBackend(
-            url, synchronous=settings.sqlite_synchronous,
+            url,
+            synchronous=settings.sqlite_synchronous,
             busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         )
     from .backends.postgres.backend import PostgresBackend
@@ -52,7 +54,9 @@ class EnqueueRequest:
 
     __slots__ = ("args", "options", "task")
 
-    def __init__(self, task: str | Task[Any, Any], args: dict[str, Any] | None = None, **options: Any):
+    def __init__(
+        self, task: str | Task[Any, Any], args: dict[str, Any] | None = None, **options: Any
+    ):
         self.task = task
         self.args = args
         self.options = options
@@ -73,13 +77,16 @@ class App:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.periodic_tasks: list[Any] = []
         self._backend: Backend | None = None
+        self._backend_lock = threading.Lock()
 
     # ---- wiring ----------------------------------------------------------------------
 
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = make_backend(self.settings)
+            with self._backend_lock:  # threads racing here must share one pool
+                if self._backend is None:
+                    self._backend = make_backend(self.settings)
         return self._backend
 
     @property
@@ -92,7 +99,9 @@ class App:
 
     def check_schema(self) -> None:
         """Raise ``SchemaOutOfDate`` unless every known migration is applied."""
-        missing = sorted(set(self.backend.known_migrations()) - set(self.backend.applied_migrations()))
+        missing = sorted(
+            set(self.backend.known_migrations()) - set(self.backend.applied_migrations())
+        )
         if missing:
             raise SchemaOutOfDate(
                 f"migrations {missing} are not applied to this database: run `durq migrate`"
@@ -146,7 +155,7 @@ class App:
         classifier: Classifier | None = None,
         pass_context: bool = False,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
-        """Register a task: ``@app.task(queue="images", retry=Fixed([60, 300]), max_attempts=5)``."""
+        """Register a task, e.g. ``@app.task(queue="images", retry=Fixed([60]))``."""
 
         def register(func: F) -> Task[Any, Any]:
             task_name = name or func.__name__
@@ -154,7 +163,9 @@ class App:
                 raise ConfigurationError(
                     f"task {task_name!r} is registered twice; give one of them name=..."
                 )
-            attempts = max_attempts if max_attempts is not None else self.settings.default_max_attempts
+            attempts = (
+                max_attempts if max_attempts is not None else self.settings.default_max_attempts
+            )
             if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
                 raise ConfigurationError(f"task {task_name!r}: max_attempts must be an int >= 1")
             task_queue = validate_queue(queue or self.settings.default_queue)
@@ -206,7 +217,9 @@ class App:
         return build_new_job(
             task=name,
             args=args,
-            queue=queue or (known.queue if known else self.settings.default_queue),
+            queue=queue
+            if queue is not None
+            else (known.queue if known else self.settings.default_queue),
             priority=priority if priority is not None else (known.priority if known else 0),
             run_at=run_at,
             delay=delay,
@@ -313,8 +326,14 @@ class App:
     ) -> list[Job]:
         """Newest first. Page with ``before_id`` = the last id of the previous page."""
         states_ = parse_states(state)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
-            raise ValidationError(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}")
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_LIST_LIMIT
+        ):
+            raise ValidationError(
+                f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}"
+            )
         for name, value in (("created_after", created_after), ("created_before", created_before)):
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
                 raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")

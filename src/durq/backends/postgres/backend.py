@@ -113,14 +113,16 @@ class PostgresBackend(Backend):
     def migrate(self) -> list[int]:
         applied: list[int] = []
         with self.transaction() as ex:
+            # One migrator at a time, however many start at once (even the bookkeeping
+            # table's CREATE IF NOT EXISTS races without the lock).
+            ex.run("migrations_lock")
             ex.run("migrations_table")
-            ex.run("migrations_lock")  # one migrator at a time, however many start at once
             done = {int(r["version"]) for r in ex.run("migrations_applied")}
             conn = ex.conn  # type: ignore[attr-defined]
             for version, name, sql in migrations_in(self.folder / "migrations"):
                 if version in done:
                     continue
-                conn.execute(sql)  # type: ignore[arg-type]  # trusted file in the package
+                conn.execute(sql)  # a trusted file shipped in the package, no parameters
                 ex.run("migration_record", {"version": version, "name": name})
                 applied.append(version)
         return applied
