@@ -16,7 +16,7 @@ from .errors import ConfigurationError, SchemaOutOfDate, ValidationError
 from .retry import DEFAULT_POLICY, Classifier, RetryPolicy
 from .settings import Settings
 from .task import Task
-from .types import Artifact, Attempt, Job, RequeueResult
+from .types import Artifact, Attempt, Job, RequeueResult, WorkerInfo
 
 __all__ = ["App", "EnqueueRequest"]
 
@@ -187,6 +187,55 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    def periodic(
+        self,
+        cron: str,
+        *,
+        name: str | None = None,
+        args: dict[str, Any] | None = None,
+        queue: str | None = None,
+        catchup: float = 60.0,
+        **task_options: Any,
+    ) -> Callable[[F | Task[Any, Any]], Task[Any, Any]]:
+        """Enqueue a task at every tick of ``cron`` (UTC), exactly once per tick however many
+        workers run: ``@app.periodic(cron="*/5 * * * *")``.
+
+        Decorates a function (registered as a task with ``task_options``) or an existing
+        ``Task``. Six fields put seconds last (``"* * * * * */10"``). A tick missed by less
+        than ``catchup`` seconds (every worker down) is still enqueued when one comes back.
+        """
+        from .maintenance.periodic import PeriodicTask
+
+        def register(target: F | Task[Any, Any]) -> Task[Any, Any]:
+            if isinstance(target, Task) and task_options:
+                raise ConfigurationError(
+                    f"periodic({cron!r}) got task options {sorted(task_options)} for the "
+                    f"existing task {target.name!r}; give them to @app.task instead"
+                )
+            task_name = (
+                target.name
+                if isinstance(target, Task)
+                else task_options.get("name") or target.__name__
+            )
+            schedule = PeriodicTask(  # validates the cron before anything is registered
+                name=name or task_name,
+                task=task_name,
+                cron=cron,
+                args=dict(args or {}),
+                queue=validate_queue(queue) if queue else None,
+                catchup=catchup,
+            )
+            if any(p.name == schedule.name for p in self.periodic_tasks):
+                raise ConfigurationError(
+                    f"periodic schedule {schedule.name!r} is registered twice; give one of "
+                    "them name=..."
+                )
+            task = target if isinstance(target, Task) else self.task(target, **task_options)
+            self.periodic_tasks.append(schedule)
+            return task
+
+        return register
+
     def _resolve(self, task: str | Task[Any, Any]) -> tuple[str, Task[Any, Any] | None]:
         if isinstance(task, Task):
             return task.name, task
@@ -278,7 +327,10 @@ class App:
             ex = self.backend.foreign_executor(connection, self.backend.dialect)
             return self.backend.job_insert(ex, new)
         with self.backend.transaction() as ex:
-            return self.backend.job_insert(ex, new)
+            job, created = self.backend.job_insert(ex, new)
+        if created:
+            self._announce([job.queue])
+        return job, created
 
     def enqueue_many(
         self,
@@ -303,7 +355,15 @@ class App:
             ex = self.backend.foreign_executor(connection, self.backend.dialect)
             return self.backend.job_insert_many(ex, built)
         with self.backend.transaction() as ex:
-            return self.backend.job_insert_many(ex, built)
+            jobs = self.backend.job_insert_many(ex, built)
+        self._announce({job.queue for job in jobs})
+        return jobs
+
+    def _announce(self, queues: Iterable[str]) -> None:
+        """Committed new jobs: wake this process's idle workers on those queues now."""
+        from .worker.notifier import announce
+
+        announce(self.database_url, queues)
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -394,6 +454,12 @@ class App:
     def resume_queue(self, queue: str) -> None:
         with self.backend.transaction() as ex:
             self.backend.queue_set_paused(ex, validate_queue(queue), False)
+
+    def list_workers(self, *, include_stopped: bool = True, limit: int = 200) -> list[WorkerInfo]:
+        """Worker processes, newest first: live ones, and (``include_stopped``) those that
+        stopped cleanly or went silent (``WorkerInfo.status``: alive, stopped, dead)."""
+        with self.backend.read() as ex:
+            return self.backend.worker_list(ex, include_stopped=include_stopped, limit=limit)
 
     # ---- running jobs in this process -------------------------------------------------
 

@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     prune_succeeded_seconds: float = Field(24 * 3600, ge=0)
     prune_dead_letter_seconds: float = Field(7 * 24 * 3600, ge=0)
     prune_cancelled_seconds: float = Field(7 * 24 * 3600, ge=0)
+    # how long a pruned job's id still answers "gone" rather than "not found"
+    prune_tombstone_seconds: float = Field(90 * 24 * 3600, ge=0)
 
     # health guardrails (seed 000 d-003)
     degraded_p95_age_seconds: float = Field(900, gt=0)

@@ -18,6 +18,7 @@ __all__ = [
     "Job",
     "JobState",
     "RequeueResult",
+    "WorkerInfo",
 ]
 
 QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -156,3 +157,49 @@ class RequeueResult:
 
     job: Job
     idempotent: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One row of ``durq_workers``: a worker process, live or gone.
+
+    ``alive`` means not stopped and heard from within three heartbeats; ``running`` is how
+    many jobs it holds now; ``processed`` how many outcomes it wrote since it started.
+    """
+
+    id: str
+    hostname: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    started_at: datetime
+    heartbeat_at: datetime
+    stopped_at: datetime | None
+    alive: bool
+    running: int = 0
+    processed: int = 0
+    heartbeat_seconds: float = 10.0
+
+    @property
+    def status(self) -> str:
+        """``alive``, ``stopped`` (exited cleanly) or ``dead`` (went silent)."""
+        if self.alive:
+            return "alive"
+        return "stopped" if self.stopped_at is not None else "dead"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "hostname": self.hostname,
+            "pid": self.pid,
+            "queues": list(self.queues),
+            "concurrency": self.concurrency,
+            "started_at": self.started_at.isoformat(),
+            "heartbeat_at": self.heartbeat_at.isoformat(),
+            "stopped_at": self.stopped_at.isoformat() if self.stopped_at else None,
+            "alive": self.alive,
+            "status": self.status,
+            "running": self.running,
+            "processed": self.processed,
+            "heartbeat_seconds": self.heartbeat_seconds,
+        }

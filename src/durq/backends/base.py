@@ -20,7 +20,7 @@ from typing import Any
 from .. import states
 from ..errors import InvalidStage, JobGone, JobNotFound, LeaseLost
 from ..retry import policy_from_dict
-from ..types import Artifact, Attempt, Job, JobState
+from ..types import Artifact, Attempt, Job, JobState, WorkerInfo
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
 __all__ = ["Backend", "Capabilities", "ClaimedJob", "FinishRequest", "NewJob"]
@@ -548,6 +548,126 @@ class Backend(ABC):
 
     def _ready_ages(self, ex: Executor) -> list[dict[str, Any]]:
         return ex.run("queue_ready_ages", {"now": self.now_param()})
+
+    # ---- worker runtime: batched writes, the registry, maintenance ----------------------
+
+    def job_finish_many(self, ex: Executor, reqs: Sequence[FinishRequest]) -> list[Job | LeaseLost]:
+        """Many fenced outcome writes in one transaction; a lost lease is reported per job."""
+        out: list[Job | LeaseLost] = []
+        for req in reqs:
+            try:
+                out.append(self.job_finish(ex, req))
+            except LeaseLost as exc:
+                out.append(exc)
+        return out
+
+    def job_next_due(self, ex: Executor, queues: Sequence[str]) -> float | None:
+        """Seconds until the next scheduled job of ``queues`` comes due, or None."""
+        rows = ex.run(
+            "job_next_due", {"queues": self.list_param(list(queues)), "now": self.now_param()}
+        )
+        wait = rows[0]["wait_s"] if rows else None
+        return None if wait is None else max(0.0, float(wait))
+
+    def worker_register(
+        self,
+        ex: Executor,
+        *,
+        worker_id: str,
+        hostname: str,
+        pid: int,
+        queues: Sequence[str],
+        concurrency: int,
+        heartbeat_seconds: float,
+    ) -> None:
+        ex.run(
+            "worker_register",
+            {
+                "id": worker_id,
+                "hostname": hostname,
+                "pid": pid,
+                "queues": json.dumps(list(queues)),
+                "concurrency": concurrency,
+                "heartbeat_seconds": heartbeat_seconds,
+                "now": self.now_param(),
+            },
+        )
+
+    def worker_heartbeat(self, ex: Executor, worker_id: str, processed: int) -> None:
+        ex.run(
+            "worker_heartbeat",
+            {"id": worker_id, "processed": processed, "now": self.now_param()},
+        )
+
+    def worker_stop(self, ex: Executor, worker_id: str, processed: int) -> None:
+        ex.run("worker_stop", {"id": worker_id, "processed": processed, "now": self.now_param()})
+
+    def worker_list(self, ex: Executor, *, include_stopped: bool, limit: int) -> list[WorkerInfo]:
+        rows = ex.run(
+            "worker_list",
+            {"include_stopped": include_stopped, "limit": limit, "now": self.now_param()},
+        )
+        return [
+            WorkerInfo(
+                id=r["id"],
+                hostname=r["hostname"],
+                pid=int(r["pid"]),
+                queues=list(_json_in(r["queues"]) or []),
+                concurrency=int(r["concurrency"]),
+                started_at=self.ts_out(r["started_at"]) or _epoch(),
+                heartbeat_at=self.ts_out(r["heartbeat_at"]) or _epoch(),
+                stopped_at=self.ts_out(r["stopped_at"]),
+                alive=bool(r["alive"]),
+                running=int(r["running"]),
+                processed=int(r["processed"]),
+                heartbeat_seconds=float(r["heartbeat_seconds"]),
+            )
+            for r in rows
+        ]
+
+    def worker_prune(self, ex: Executor, older_than: float) -> None:
+        ex.run("worker_prune", {"older_than": older_than, "now": self.now_param()})
+
+    def leader_acquire(self, ex: Executor, name: str, holder: str, ttl: float) -> bool:
+        """Take or renew the ``name`` role for ``ttl`` seconds; True if ``holder`` leads."""
+        rows = ex.run(
+            "leader_acquire",
+            {"name": name, "holder": holder, "ttl": ttl, "now": self.now_param()},
+        )
+        return bool(rows) and rows[0]["holder"] == holder
+
+    def leader_release(self, ex: Executor, name: str, holder: str) -> None:
+        ex.run("leader_release", {"name": name, "holder": holder})
+
+    def leader_get(self, ex: Executor, name: str) -> str | None:
+        rows = ex.run("leader_get", {"name": name, "now": self.now_param()})
+        return str(rows[0]["holder"]) if rows else None
+
+    def job_prune(self, ex: Executor, state: JobState, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` ``state`` jobs finished more than ``older_than`` seconds
+        ago, leaving a tombstone for each so their ids answer "gone". Returns the count."""
+        rows = ex.run(
+            "job_prune_ids",
+            {
+                "state": str(state),
+                "older_than": older_than,
+                "limit": limit,
+                "now": self.now_param(),
+            },
+        )
+        ids = [int(r["id"]) for r in rows]
+        if ids:
+            ex.run("tombstone_insert_many", {"ids": self.list_param(ids), "now": self.now_param()})
+            ex.run("job_delete_many", {"ids": self.list_param(ids)})
+        return len(ids)
+
+    def tombstone_prune(self, ex: Executor, older_than: float, limit: int) -> None:
+        ex.run(
+            "tombstone_prune", {"older_than": older_than, "limit": limit, "now": self.now_param()}
+        )
+
+    def idempotency_prune(self, ex: Executor, limit: int) -> None:
+        ex.run("idem_prune", {"limit": limit, "now": self.now_param()})
 
 
 def nearest_rank(n: int, fraction: float) -> int:

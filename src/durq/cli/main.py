@@ -6,9 +6,13 @@ import typer
 
 from .bench import bench
 from .common import AppOption, UrlOption, durq_errors, load_app
+from .enqueue import enqueue
 from .jobs import jobs_app
 from .keys import keys_app
+from .queues import queues_app
 from .serve import serve
+from .worker import worker
+from .workers import workers
 
 app = typer.Typer(
     name="durq",
@@ -18,6 +22,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(queues_app, name="queues")
+app.command("worker")(worker)
+app.command("workers")(workers)
+app.command("enqueue")(enqueue)
 app.add_typer(keys_app, name="keys")
 app.command("serve")(serve)
 app.command("bench")(bench)

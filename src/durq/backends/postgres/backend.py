@@ -154,6 +154,32 @@ class PostgresBackend(Backend):
         ex.run("job_notify", {"queues": sorted({j.queue for j in jobs})})
         return sorted((self.job_from_row(r) for r in rows), key=lambda job: job.id)
 
+    # ---- heartbeats: one statement for every job a worker holds --------------------------
+
+    def job_heartbeat_many(
+        self, ex: Executor, held: Sequence[tuple[int, int]], lease_seconds: float
+    ) -> dict[int, bool]:
+        if not held:
+            return {}
+        rows = ex.run(
+            "job_heartbeat_many",
+            {
+                "ids": [job_id for job_id, _ in held],
+                "claim_versions": [version for _, version in held],
+                "lease_seconds": lease_seconds,
+            },
+        )
+        return {int(r["id"]): bool(r["cancel_requested"]) for r in rows}
+
+
+def _copyable(ex: Executor, jobs: Sequence[NewJob]) -> bool:
+    """COPY fits a psycopg 3 connection and jobs that run now (run_at is the default)."""
+    return (
+        isinstance(ex, PsycopgExecutor)
+        and isinstance(ex.conn, psycopg.Connection)
+        and all(j.run_at is None and not j.delay for j in jobs)
+    )
+
 
 @contextmanager
 def _translated(url: str) -> Iterator[None]:

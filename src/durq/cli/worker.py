@@ -1,0 +1,116 @@
+"""``durq worker``: run jobs until stopped."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import typer
+
+from ..errors import ConfigurationError, DurqError
+from ..worker.runner import Worker
+from ..worker.supervisor import configure_logging, import_app, supervise
+from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, fail
+
+__all__ = ["worker"]
+
+
+def worker(
+    app_spec: str = typer.Option(
+        ...,
+        "--app",
+        envvar="DURQ_APP",
+        help="Your App as module:attribute (e.g. myproj.jobs:app); its tasks are what runs.",
+    ),
+    queues: str = typer.Option(
+        None,
+        "--queues",
+        "-q",
+        help="Comma-separated queues to work (default: DURQ_QUEUES, else every queue the "
+        "App's tasks use).",
+    ),
+    concurrency: int = typer.Option(
+        None, "--concurrency", "-c", min=1, max=1000, help="Jobs in flight per process."
+    ),
+    processes: int = typer.Option(
+        None, "--processes", "-p", min=1, max=64, help="Worker processes under one supervisor."
+    ),
+    once: bool = typer.Option(
+        False, "--once", help="Process at most one ready job, then exit (none ready: exit now)."
+    ),
+    max_jobs: int = typer.Option(
+        None, "--max-jobs", min=1, help="Exit after this many jobs (per process)."
+    ),
+    poll_interval: float = typer.Option(
+        None, "--poll-interval", min=0, help="Seconds between polls when idle (at least 0.1)."
+    ),
+    lease_seconds: float = typer.Option(
+        None, "--lease-seconds", min=0.001, help="How long a claim lasts without a heartbeat."
+    ),
+    heartbeat_seconds: float = typer.Option(
+        None, "--heartbeat-seconds", min=0.001, help="How often leases are extended."
+    ),
+    shutdown_timeout: float = typer.Option(
+        None,
+        "--shutdown-timeout",
+        min=0,
+        help="On SIGTERM/SIGINT, how long running jobs may finish before they are released.",
+    ),
+    poll_only: bool = typer.Option(
+        False,
+        "--poll-only",
+        help="Do not LISTEN for new jobs; poll only (PostgreSQL behind PgBouncer "
+        "transaction pooling). Same as DURQ_LISTEN_NOTIFY=false.",
+    ),
+    log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
+    database_url: str = UrlOption,
+) -> None:
+    """Run jobs: claim, execute, record outcomes, until SIGTERM/SIGINT.
+
+    First signal: stop claiming, let running jobs finish (--shutdown-timeout), then exit 0.
+
+    Jobs still running then go back to queued without spending an attempt.
+
+    A second signal exits at once; leases expire and other workers reclaim the jobs.
+    """
+    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        fail(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}", EXIT_USAGE)
+    configure_logging(log_level)
+    options: dict[str, Any] = {
+        "queues": queues,
+        "concurrency": concurrency,
+        "poll_interval": poll_interval,
+        "lease_seconds": lease_seconds,
+        "heartbeat_seconds": heartbeat_seconds,
+        "shutdown_timeout": shutdown_timeout,
+        "listen_notify": False if poll_only else None,
+        "max_jobs": max_jobs,
+        "once": once,
+    }
+    try:
+        app = import_app(app_spec)
+        if database_url:
+            app.settings = app.settings.model_copy(update={"database_url": database_url})
+            app.close()
+        count = processes or app.settings.processes
+        run = Worker(app, **options)  # validates every option before anything starts
+    except ConfigurationError as exc:
+        fail(f"{exc} [{exc.code}]", EXIT_USAGE)
+    if count > 1:
+        app.close()
+        code = supervise(
+            app_spec, count, options | {"log_level": log_level}, database_url=database_url
+        )
+        raise typer.Exit(code)
+    try:
+        code = run.run()
+    except DurqError as exc:  # cannot reach the database, schema missing: say how to fix it
+        fail(f"{exc} [{exc.code}]", EXIT_FAILURE)
+    finally:
+        app.close()
+    if run.abandoned_threads:  # sync tasks still running after shutdown: do not wait for them
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise typer.Exit(code)

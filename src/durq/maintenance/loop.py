@@ -1,0 +1,99 @@
+"""The maintenance round every worker runs between claims.
+
+Every worker reclaims expired leases (before its first claim and then every
+``reclaim_interval``); only the holder of the ``maintenance`` leader lease enqueues
+periodic ticks and prunes. :meth:`Maintenance.step` is synchronous and does one round;
+the worker calls it from a database thread and sleeps for what it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from . import periodic, prune, reclaim
+from .leader import LeaderLease
+
+if TYPE_CHECKING:
+    from ..app import App
+
+__all__ = ["Maintenance"]
+
+log = logging.getLogger("durq.maintenance")
+
+LEADER_ROLE = "maintenance"
+
+
+class Maintenance:
+    #: Never sleep longer than this between rounds (keeps the leader lease fresh).
+    MAX_SLEEP = 1.0
+
+    def __init__(
+        self,
+        app: App,
+        holder: str,
+        *,
+        reclaim_interval: float,
+        prune_interval: float = 60.0,
+        leader_ttl: float = 10.0,
+        on_reclaimed: Callable[[], None] | None = None,
+    ) -> None:
+        self.app = app
+        #: Called (from the maintenance thread) after jobs were reclaimed: they are ready
+        #: again, so the worker's producer should look now rather than at its next poll.
+        self.on_reclaimed = on_reclaimed
+        self.reclaim_interval = reclaim_interval
+        self.prune_interval = prune_interval
+        self.leader = LeaderLease(app, LEADER_ROLE, holder, ttl=leader_ttl)
+        self.reclaimed = 0
+        self.periodic_enqueued = 0
+        self.pruned = 0
+        self._next_reclaim = 0.0
+        self._next_prune = 0.0
+        self._ticks_done: dict[str, datetime] = {}
+
+    def step(self) -> float:
+        """Do what is due now; return the seconds until something is due again."""
+        now = time.monotonic()
+        if now >= self._next_reclaim:
+            self.reclaim()
+            self._next_reclaim = now + self.reclaim_interval
+        wait = min(self.MAX_SLEEP, self._next_reclaim - now)
+        if self.leader.hold():
+            jobs = periodic.run_once(self.app, done=self._ticks_done)
+            self.periodic_enqueued += len(jobs)
+            for job in jobs:
+                log.info("periodic %s enqueued as job %s", job.idempotency_key, job.id)
+            if now >= self._next_prune:
+                counts = prune.run_once(self.app)
+                self._next_prune = now + self.prune_interval
+                self.pruned += sum(counts.values())
+                if any(counts.values()):
+                    log.info("pruned finished jobs past retention: %s", counts)
+            tick = periodic.seconds_until_next_tick(self.app)
+            if tick is not None:
+                wait = min(wait, tick)
+        else:
+            self._ticks_done.clear()  # a new term starts from the database's view
+        return max(0.01, wait)
+
+    def reclaim(self) -> None:
+        jobs = reclaim.run_once(self.app)
+        self.reclaimed += len(jobs)
+        if jobs and self.on_reclaimed is not None:
+            self.on_reclaimed()
+        for job in jobs:
+            log.warning(
+                "job %s (%s): the lease of worker %s expired; the attempt is recorded as "
+                "lost and the job is now %s",
+                job.id,
+                job.task,
+                job.worker_id,
+                job.state,
+            )
+
+    def close(self) -> None:
+        self.leader.release()

@@ -1,0 +1,101 @@
+"""The jobs one worker process holds under lease, and a small wake-up primitive.
+
+Everything here is used from the worker's event loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from dataclasses import dataclass, field
+
+from ..types import Job
+
+__all__ = ["InFlight", "InFlightJobs", "Phase", "Pulse"]
+
+
+class Phase(enum.Enum):
+    RUNNING = "running"  # the task is executing
+    FINISHING = "finishing"  # its outcome waits for the completer's fenced write
+    RELEASING = "releasing"  # shutdown ran out of time: a release is being written
+    ABANDONED = "abandoned"  # the lease was lost: touch nothing
+
+
+@dataclass(eq=False)
+class InFlight:
+    job: Job
+    started: float = field(default_factory=time.monotonic)
+    phase: Phase = Phase.RUNNING
+    task: asyncio.Task[None] | None = None
+    cancel_requested: bool = False
+
+    @property
+    def runtime_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+
+class Pulse:
+    """Wakes every current waiter each time it fires (an event that resets itself)."""
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[None] | None = None
+
+    def fire(self) -> None:
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+        self._future = None
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """True if fired, False on timeout."""
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._future), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+class InFlightJobs:
+    """Jobs this process holds: running, or finished with the outcome not yet written.
+
+    ``concurrency`` bounds how many it may hold at once; ``changed`` fires on every add and
+    remove (the producer waits on it for capacity, shutdown for the last job).
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.changed = Pulse()
+        self._jobs: dict[int, InFlight] = {}
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __contains__(self, entry: object) -> bool:
+        return isinstance(entry, InFlight) and self._jobs.get(entry.job.id) is entry
+
+    @property
+    def free(self) -> int:
+        return max(0, self.concurrency - len(self._jobs))
+
+    def add(self, job: Job) -> InFlight:
+        entry = InFlight(job)
+        self._jobs[job.id] = entry
+        self.changed.fire()
+        return entry
+
+    def remove(self, entry: InFlight) -> None:
+        if self._jobs.get(entry.job.id) is entry:
+            del self._jobs[entry.job.id]
+            self.changed.fire()
+
+    def entries(self) -> list[InFlight]:
+        return list(self._jobs.values())
+
+    def running(self) -> list[InFlight]:
+        return [e for e in self._jobs.values() if e.phase is Phase.RUNNING]
+
+    def held(self) -> list[tuple[int, int]]:
+        """``(job_id, claim_version)`` of every job whose lease this process must keep."""
+        return [(e.job.id, e.job.claim_version) for e in self._jobs.values()]

@@ -1,0 +1,139 @@
+"""Wake-ups for an idle producer, so new jobs start without waiting for a poll tick.
+
+* PostgreSQL: ``LISTEN durq_jobs`` on a dedicated autocommit connection. The enqueue path
+  calls ``pg_notify('durq_jobs', queue)``; PostgreSQL folds identical notifications of one
+  transaction, so a bulk enqueue wakes each worker once per queue, not once per job.
+* Any backend, in one process: :func:`announce` — ``App`` calls it after it committed new
+  jobs, and every producer of this process on the same database wakes. This is SQLite's
+  wake-up path, and PostgreSQL's when LISTEN is off (``listen_notify=False``, e.g. behind
+  PgBouncer in transaction mode, where LISTEN does not work).
+
+Polling (``poll_interval``) stays on in every mode: it is the fallback when a notification
+is lost, the listening connection drops, or jobs come from another process on SQLite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..app import App
+
+__all__ = ["Notifier", "announce"]
+
+log = logging.getLogger("durq.worker")
+
+#: Called with the reason of a wake-up ("notify", "local"); must be thread-safe.
+WakeFn = Callable[[str], None]
+
+_subscribers: dict[str, list[Callable[[frozenset[str]], None]]] = {}
+_subscribers_lock = threading.Lock()
+
+
+def announce(database_url: str, queues: Iterable[str]) -> None:
+    """New jobs were committed to ``queues``: wake the producers of this process."""
+    if not _subscribers:  # the common case for a process that only enqueues
+        return
+    with _subscribers_lock:
+        callbacks = list(_subscribers.get(database_url, ()))
+    names = frozenset(queues)
+    for callback in callbacks:
+        callback(names)
+
+
+def _subscribe(database_url: str, callback: Callable[[frozenset[str]], None]) -> None:
+    with _subscribers_lock:
+        _subscribers.setdefault(database_url, []).append(callback)
+
+
+def _unsubscribe(database_url: str, callback: Callable[[frozenset[str]], None]) -> None:
+    with _subscribers_lock:
+        callbacks = _subscribers.get(database_url, [])
+        if callback in callbacks:
+            callbacks.remove(callback)
+        if not callbacks:
+            _subscribers.pop(database_url, None)
+
+
+class Notifier:
+    """Calls ``wake(reason)`` when jobs may have arrived in one of ``queues``.
+
+    ``mode`` is ``"listen"`` (PostgreSQL LISTEN/NOTIFY) or ``"local"`` (in-process signal);
+    both keep polling as the fallback.
+    """
+
+    #: How long the listening thread blocks before it checks whether to stop.
+    LISTEN_SLICE = 0.25
+    #: Pause before reconnecting a dropped LISTEN connection.
+    RECONNECT_DELAY = 2.0
+
+    def __init__(self, app: App, queues: Iterable[str], wake: WakeFn, *, listen: bool) -> None:
+        self.app = app
+        self.queues = frozenset(queues)
+        self.wake = wake
+        self.mode = "listen" if listen and app.backend.capabilities.listen_notify else "local"
+        #: Set while a LISTEN is in place (tests and `durq workers` diagnostics wait on it).
+        self.listening = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.mode == "local":
+            _subscribe(self.app.database_url, self._on_local)
+            return
+        self._thread = threading.Thread(target=self._listen, name="durq-listen", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self.mode == "local":
+            _unsubscribe(self.app.database_url, self._on_local)
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.LISTEN_SLICE * 8)
+
+    def _on_local(self, queues: frozenset[str]) -> None:
+        if queues & self.queues:
+            self.wake("local")
+
+    def _listen(self) -> None:
+        from ..backends.postgres.backend import PostgresBackend
+        from ..backends.sql import PsycopgExecutor
+
+        backend = self.app.backend
+        assert isinstance(backend, PostgresBackend)
+        dropped = False
+        while not self._stop.is_set():
+            conn: Any = None
+            try:
+                conn = backend.connect(autocommit=True)
+                PsycopgExecutor(conn, backend.queries).run("listen_jobs")
+                self.listening.set()
+                if dropped:  # notifications sent while we were away are lost: look now
+                    log.info("LISTEN durq_jobs restored")
+                    self.wake("poll")
+                while not self._stop.is_set():
+                    for note in conn.notifies(timeout=self.LISTEN_SLICE):
+                        if note.payload in self.queues:
+                            self.wake("notify")
+            except Exception as exc:  # a dropped connection must never stop the worker
+                self.listening.clear()
+                if self._stop.is_set():
+                    break
+                dropped = True
+                log.warning(
+                    "LISTEN connection failed (%s); polling every poll_interval until it is "
+                    "back, retrying in %.0fs",
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                    self.RECONNECT_DELAY,
+                )
+                self._stop.wait(self.RECONNECT_DELAY)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):  # a broken connection may not close
+                        conn.close()
+        self.listening.clear()

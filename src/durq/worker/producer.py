@@ -1,0 +1,192 @@
+"""The producer: claims ready jobs in batches sized to the worker's free capacity.
+
+It claims as soon as there is room and work; when a claim comes back short (no more ready
+jobs), it sleeps until the first of: a wake-up from the notifier (``notify`` on PostgreSQL,
+``local`` in-process), the next scheduled job coming due (``due``), or the poll timer
+(``poll``). Each claim is recorded with the reason the producer woke, so tests and
+operators can see which path delivered a job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..types import Job
+from .inflight import InFlightJobs, Pulse
+
+if TYPE_CHECKING:
+    from ..app import App
+
+__all__ = ["ClaimRecord", "Producer"]
+
+log = logging.getLogger("durq.worker")
+
+T = TypeVar("T")
+DbCall = Callable[..., Awaitable[Any]]
+
+#: Never claim more than this many jobs in one statement.
+MAX_BATCH = 100
+#: Slack added to a due time so the job's ``run_at <= now`` holds when we claim.
+DUE_SLACK = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    """One claim: why the producer woke, and which jobs it got."""
+
+    reason: str
+    job_ids: tuple[int, ...]
+    at: float
+
+
+class Producer:
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: Sequence[str],
+        worker_id: str,
+        inflight: InFlightJobs,
+        start_job: Callable[[Job], None],
+        db: DbCall,
+        poll_interval: float,
+        lease_seconds: float,
+        budget: int | None = None,
+        once: bool = False,
+    ) -> None:
+        self.app = app
+        self.queues = list(queues)
+        self.worker_id = worker_id
+        self.inflight = inflight
+        self.start_job = start_job
+        self.db = db
+        self.poll_interval = poll_interval
+        self.lease_seconds = lease_seconds
+        #: Jobs this producer may still claim (``--max-jobs``); None: no limit.
+        self.budget = budget
+        self.once = once
+        self.claimed = 0
+        self.wakeups: Counter[str] = Counter()
+        #: ``(reason, monotonic time)`` of recent claims, empty ones included.
+        self.wake_log: deque[tuple[str, float]] = deque(maxlen=1000)
+        self.claims: deque[ClaimRecord] = deque(maxlen=10_000)
+        self.idle = asyncio.Event()  # set while waiting for work (not for capacity)
+        self._wake = Pulse()
+        self._wake_reason: str | None = None
+        self._stopping = False
+
+    # ---- wake-ups (event loop thread) ---------------------------------------------------
+
+    def wake(self, reason: str) -> None:
+        if self._wake_reason is None:
+            self._wake_reason = reason
+        self._wake.fire()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.wake("stop")
+        self.inflight.changed.fire()
+
+    def reason_for(self, job_id: int) -> str | None:
+        """Why the producer woke for the claim that took ``job_id`` (None: not claimed here)."""
+        for record in reversed(self.claims):
+            if job_id in record.job_ids:
+                return record.reason
+        return None
+
+    # ---- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        reason = "start"
+        failures = 0
+        while not self._stopping:
+            want = self._room()
+            if want == 0:
+                if self.budget == 0:
+                    return  # --max-jobs: everything allowed is claimed
+                await self.inflight.changed.wait()
+                reason = "capacity"
+                continue
+            self._wake_reason = None  # wake-ups from now on may mean new work
+            try:
+                jobs: list[Job] = await self.db(self._claim, want)
+                failures = 0
+            except Exception as exc:  # the database is away: back off, never crash
+                failures += 1
+                delay = min(self.poll_interval * 2**failures, 10.0)
+                log.warning("claim failed (%s); retrying in %.1fs", _brief(exc), delay)
+                await self._sleep(delay)
+                continue
+            self._record(reason, jobs)
+            for job in jobs:
+                self.start_job(job)
+            if self.once:
+                return
+            if len(jobs) == want:
+                reason = "backlog"  # a full batch: more may be ready, claim again
+                continue
+            reason = await self._idle_wait()
+
+    def _room(self) -> int:
+        room = min(self.inflight.free, MAX_BATCH)
+        if self.budget is not None:
+            room = min(room, self.budget)
+        return room
+
+    def _claim(self, limit: int) -> list[Job]:
+        backend = self.app.backend
+        with backend.transaction() as ex:
+            return backend.job_claim(
+                ex,
+                queues=self.queues,
+                worker_id=self.worker_id,
+                limit=limit,
+                lease_seconds=self.lease_seconds,
+            )
+
+    def _next_due(self) -> float | None:
+        with self.app.backend.read() as ex:
+            return self.app.backend.job_next_due(ex, self.queues)
+
+    def _record(self, reason: str, jobs: list[Job]) -> None:
+        self.wakeups[reason] += 1
+        self.wake_log.append((reason, time.monotonic()))
+        if not jobs:
+            return
+        self.claimed += len(jobs)
+        if self.budget is not None:
+            self.budget -= len(jobs)
+        self.claims.append(ClaimRecord(reason, tuple(j.id for j in jobs), time.monotonic()))
+        log.debug("claimed %d job(s) (woken by %s)", len(jobs), reason)
+
+    async def _idle_wait(self) -> str:
+        """Sleep until a wake-up, the next due job, or the poll tick; return which it was."""
+        timeout, on_timeout = self.poll_interval, "poll"
+        try:
+            due = await self.db(self._next_due)
+        except Exception:  # only an optimisation: polling still covers it
+            due = None
+        if due is not None and due + DUE_SLACK < timeout:
+            timeout, on_timeout = due + DUE_SLACK, "due"
+        if self._wake_reason is not None:  # woken while we were claiming
+            return self._wake_reason
+        self.idle.set()
+        try:
+            woken = await self._wake.wait(timeout)
+        finally:
+            self.idle.clear()
+        return (self._wake_reason or "poll") if woken else on_timeout
+
+    async def _sleep(self, seconds: float) -> None:
+        await self._wake.wait(seconds)
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

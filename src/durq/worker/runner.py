@@ -1,0 +1,573 @@
+"""The worker's composition root: wires producer, executor, completer, notifier and
+maintenance together, handles signals and graceful shutdown. (Several processes:
+:mod:`.supervisor`.)
+
+Shutdown (SIGTERM or SIGINT, or :meth:`Worker.request_stop`):
+
+1. stop claiming;
+2. let running jobs finish for up to ``shutdown_timeout`` seconds, heartbeating meanwhile;
+3. release the jobs still running: a fenced write puts each back to ``queued`` without
+   spending its attempt (``states.release()``; the attempt record says ``released``);
+4. write the last outcomes, mark the worker stopped, give up the leader role; exit 0.
+
+A second signal exits at once (code 1): nothing more is written, and the leases of the
+jobs still held expire and are reclaimed by another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pydantic
+
+from .. import states
+from ..backends.base import FinishRequest
+from ..enqueue import validate_queue
+from ..errors import ConfigurationError, LeaseLost, ValidationError
+from ..settings import Settings
+from ..types import Job
+from .completer import Completer, Written
+from .executor import ExecutionResult, execute_async, finish_request
+from .inflight import InFlight, InFlightJobs, Phase
+from .notifier import Notifier
+from .producer import Producer
+
+if TYPE_CHECKING:
+    from ..app import App
+    from ..maintenance.loop import Maintenance
+
+__all__ = ["Worker", "resolve_queues", "worker_settings"]
+
+log = logging.getLogger("durq.worker")
+logging.getLogger("durq").addHandler(logging.NullHandler())  # a library stays quiet by default
+
+T = TypeVar("T")
+
+#: Threads beyond ``concurrency`` for sync tasks: a timed-out sync task cannot be killed
+#: and keeps its thread until it returns; the spares keep the pool at full strength.
+SPARE_TASK_THREADS = 4
+#: How long shutdown waits for the last outcomes to be written.
+FLUSH_TIMEOUT = 15.0
+
+
+def worker_settings(settings: Settings, overrides: dict[str, Any]) -> Settings:
+    """``settings`` with ``overrides`` applied and validated like ``DURQ_*`` values
+    (so ``poll_interval=0`` becomes 0.1 here too)."""
+    values = settings.model_dump() | {k: v for k, v in overrides.items() if v is not None}
+    try:
+        checked = Settings(**values)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigurationError(f"invalid worker settings: {problems}") from None
+    if checked.heartbeat_seconds >= checked.lease_seconds:
+        raise ConfigurationError(
+            f"heartbeat_seconds ({checked.heartbeat_seconds:g}) must be shorter than "
+            f"lease_seconds ({checked.lease_seconds:g}), or leases expire between heartbeats; "
+            "e.g. --lease-seconds 30 --heartbeat-seconds 10"
+        )
+    return checked
+
+
+def resolve_queues(app: App, queues: str | Sequence[str] | None = None) -> list[str]:
+    """The queues to work: as given; else ``DURQ_QUEUES`` if set; else every queue the
+    App's tasks and periodic schedules use (``default_queue`` if it has none)."""
+    if queues is None and "queues" in app.settings.model_fields_set:
+        queues = app.settings.queues
+    if queues is None:
+        names = {t.queue for t in app.tasks.values()}
+        names |= {p.queue for p in app.periodic_tasks if p.queue}
+        found = sorted(names) or [app.settings.default_queue]
+    else:
+        items = queues.split(",") if isinstance(queues, str) else list(queues)
+        found = list(dict.fromkeys(q.strip() for q in items if q.strip()))
+    if not found:
+        raise ConfigurationError("no queues to work: give --queues a,b (or DURQ_QUEUES)")
+    try:
+        return [validate_queue(q) for q in found]
+    except ValidationError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+class TaskThreads(concurrent.futures.ThreadPoolExecutor):
+    """The thread pool for sync tasks; knows how many are running right now."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix="durq-task")
+        self.busy = 0
+        self._busy_lock = threading.Lock()
+
+    def submit(
+        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[T]:
+        def counted() -> T:
+            with self._busy_lock:
+                self.busy += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._busy_lock:
+                    self.busy -= 1
+
+        return super().submit(counted)
+
+
+class Worker:
+    """One worker process: claims, runs and completes jobs until stopped.
+
+    ``Worker(app, concurrency=8).run()`` blocks and returns the exit code; from another
+    thread, :meth:`request_stop` starts a graceful shutdown. Options left as None come
+    from ``app.settings`` (``DURQ_*``); the validated result becomes ``app.settings``, so
+    tasks see the same lease as the worker.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: str | Sequence[str] | None = None,
+        concurrency: int | None = None,
+        poll_interval: float | None = None,
+        lease_seconds: float | None = None,
+        heartbeat_seconds: float | None = None,
+        shutdown_timeout: float | None = None,
+        listen_notify: bool | None = None,
+        max_jobs: int | None = None,
+        once: bool = False,
+        maintenance: bool = True,
+        prune_interval: float = 60.0,
+        worker_id: str | None = None,
+        parent_pid: int | None = None,
+    ) -> None:
+        from ..app import default_worker_id
+
+        if max_jobs is not None and max_jobs < 1:
+            raise ConfigurationError(f"max_jobs must be >= 1, got {max_jobs}")
+        self.queues = resolve_queues(app, queues)
+        self.settings = worker_settings(
+            app.settings,
+            {
+                "concurrency": concurrency,
+                "poll_interval": poll_interval,
+                "lease_seconds": lease_seconds,
+                "heartbeat_seconds": heartbeat_seconds,
+                "shutdown_timeout": shutdown_timeout,
+                "listen_notify": listen_notify,
+                "queues": ",".join(self.queues),
+            },
+        )
+        app.settings = self.settings
+        self.app = app
+        self.max_jobs = 1 if once else max_jobs
+        self.once = once
+        self.use_maintenance = maintenance
+        self.prune_interval = prune_interval
+        self.worker_id = worker_id or default_worker_id()
+        self.parent_pid = parent_pid
+        #: Set once the worker is registered and claiming (tests and the demo wait on it).
+        self.ready = threading.Event()
+        #: Set when :meth:`run` has returned.
+        self.finished = threading.Event()
+        self.exit_code: int | None = None
+        self.outcomes: Counter[str] = Counter()
+        self.released = 0
+        self.lost = 0
+        #: Sync-task threads still running when the worker returned (see the CLI's exit).
+        self.abandoned_threads = 0
+        self.producer: Producer | None = None
+        self.notifier: Notifier | None = None
+        self.completer: Completer | None = None
+        self.maintenance: Maintenance | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_requested_at: float | None = None
+        self._stop_early = False
+        self._signals = 0
+
+    # ---- public ------------------------------------------------------------------------
+
+    def run(self, *, install_signals: bool | None = None) -> int:
+        """Work until stopped (or ``once``/``max_jobs`` is done); returns the exit code."""
+        if install_signals is None:
+            install_signals = threading.current_thread() is threading.main_thread()
+        try:
+            self.exit_code = asyncio.run(self._main(install_signals))
+        finally:
+            self.finished.set()
+        return self.exit_code
+
+    def request_stop(self) -> None:
+        """Start a graceful shutdown; safe from any thread, before or during :meth:`run`."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._stop_early = True
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: nothing left to stop
+            loop.call_soon_threadsafe(self._begin_stop)
+
+    def stats(self) -> dict[str, Any]:
+        producer = self.producer
+        return {
+            "worker_id": self.worker_id,
+            "claimed": producer.claimed if producer else 0,
+            "written": self.completer.written if self.completer else 0,
+            "outcomes": dict(self.outcomes),
+            "released": self.released,
+            "lost": self.lost,
+            "wakeups": dict(producer.wakeups) if producer else {},
+        }
+
+    # ---- the main coroutine ------------------------------------------------------------
+
+    async def _main(self, install_signals: bool) -> int:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        s = self.settings
+        self._stop_event = asyncio.Event()
+        self._db_pool = concurrent.futures.ThreadPoolExecutor(6, thread_name_prefix="durq-db")
+        self._task_pool = TaskThreads(s.concurrency + SPARE_TASK_THREADS)
+        self.inflight = InFlightJobs(s.concurrency)
+        self.completer = Completer(
+            self.app,
+            worker_id=self.worker_id,
+            inflight=self.inflight,
+            db=self._db,
+            lease_seconds=s.lease_seconds,
+            heartbeat_seconds=s.heartbeat_seconds,
+            on_written=self._on_written,
+        )
+        self.producer = Producer(
+            self.app,
+            queues=self.queues,
+            worker_id=self.worker_id,
+            inflight=self.inflight,
+            start_job=self._start_job,
+            db=self._db,
+            poll_interval=s.poll_interval,
+            lease_seconds=s.lease_seconds,
+            budget=self.max_jobs,
+            once=self.once,
+        )
+        self.notifier = Notifier(
+            self.app, self.queues, self._wake_threadsafe, listen=s.listen_notify
+        )
+        if self.use_maintenance:
+            from ..maintenance.loop import Maintenance
+
+            self.maintenance = Maintenance(
+                self.app,
+                self.worker_id,
+                reclaim_interval=min(5.0, max(0.2, s.lease_seconds / 4)),
+                prune_interval=self.prune_interval,
+                on_reclaimed=lambda: self._wake_threadsafe("reclaim"),
+            )
+        background: list[asyncio.Task[Any]] = []
+        code = 0
+        try:
+            await self._db(self._register)
+            if self.maintenance is not None:  # seed 002: stale leases before the first claim
+                await self._db(self.maintenance.reclaim)
+            self.notifier.start()
+            if install_signals:
+                self._install_signal_handlers(loop)
+            background = [
+                loop.create_task(self.completer.run(), name="durq-completer"),
+                loop.create_task(
+                    self.completer.heartbeats(self._on_lost, self._on_cancel),
+                    name="durq-heartbeat",
+                ),
+            ]
+            if self.maintenance is not None:
+                background.append(loop.create_task(self._maintain(), name="durq-maintenance"))
+            if self.parent_pid is not None:
+                background.append(loop.create_task(self._watch_parent(), name="durq-parent"))
+            log.info(
+                "worker %s started: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
+                "heartbeat=%gs shutdown_timeout=%gs wake-ups=%s%s",
+                self.worker_id,
+                ",".join(self.queues),
+                s.concurrency,
+                s.poll_interval,
+                s.lease_seconds,
+                s.heartbeat_seconds,
+                s.shutdown_timeout,
+                self.notifier.mode,
+                f" max_jobs={self.max_jobs}" if self.max_jobs else "",
+            )
+            self.ready.set()
+            if self._stop_early:
+                self._begin_stop()
+            producing = loop.create_task(self.producer.run(), name="durq-producer")
+            stopping = loop.create_task(self._stop_event.wait())
+            await asyncio.wait({producing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            self.producer.stop()
+            await producing
+            stopping.cancel()
+            await self._drain()
+        except Exception:
+            log.exception("worker %s failed; releasing its jobs", self.worker_id)
+            code = 1
+            await self._release_all()
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self._shutdown_parts()
+        log.info("worker %s stopped (%s)", self.worker_id, self._summary())
+        return code
+
+    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking database call in the worker's database threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db_pool, fn, *args)
+
+    def _register(self) -> None:
+        backend = self.app.backend
+        with backend.transaction() as ex:
+            backend.worker_register(
+                ex,
+                worker_id=self.worker_id,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                queues=self.queues,
+                concurrency=self.settings.concurrency,
+                heartbeat_seconds=self.settings.heartbeat_seconds,
+            )
+
+    def _mark_stopped(self) -> None:
+        backend = self.app.backend
+        with backend.transaction() as ex:
+            backend.worker_stop(ex, self.worker_id, self.completer.written if self.completer else 0)
+
+    # ---- jobs --------------------------------------------------------------------------
+
+    def _start_job(self, job: Job) -> None:
+        entry = self.inflight.add(job)
+        assert self._loop is not None
+        entry.task = self._loop.create_task(self._execute(entry), name=f"durq-job-{job.id}")
+
+    async def _execute(self, entry: InFlight) -> None:
+        job = entry.job
+        try:
+            result = await execute_async(self.app, job, self.worker_id, self._task_pool)
+        except asyncio.CancelledError:
+            if entry.phase is Phase.RUNNING and entry.cancel_requested:
+                self._finish(entry, self._request(entry, states.cancel_running()))
+            return  # released or abandoned: that path owns the job now
+        except BaseException as exc:  # SystemExit and the like, raised by a task
+            result = ExecutionResult(job, self.app.tasks.get(job.task), exc, entry.runtime_ms, None)
+        if entry.phase is not Phase.RUNNING:
+            return  # released or abandoned while it ran: its outcome is not ours to write
+        req = finish_request(result, self.worker_id)
+        if req is None:  # the task itself hit LeaseLost through its context
+            self._abandon(entry, "the task's own fenced write found the lease lost")
+            return
+        self._finish(entry, req)
+
+    def _request(self, entry: InFlight, change: states.Change) -> FinishRequest:
+        job = entry.job
+        return FinishRequest(job.id, job.claim_version, self.worker_id, change, entry.runtime_ms)
+
+    def _finish(self, entry: InFlight, req: FinishRequest) -> None:
+        entry.phase = Phase.FINISHING
+        assert self.completer is not None
+        self.completer.submit(entry, req)
+
+    def _release(self, entry: InFlight) -> None:
+        entry.phase = Phase.RELEASING
+        if entry.task is not None:
+            entry.task.cancel()  # an async task stops here; a sync thread runs on, ignored
+        assert self.completer is not None
+        self.completer.submit(entry, self._request(entry, states.release()))
+
+    def _abandon(self, entry: InFlight, why: str) -> None:
+        entry.phase = Phase.ABANDONED
+        self.lost += 1
+        self.inflight.remove(entry)
+        log.warning(
+            "job %s (%s): lease lost (%s); abandoning it without writing anything. If this "
+            "happens often, raise lease_seconds or heartbeat more often",
+            entry.job.id,
+            entry.job.task,
+            why,
+        )
+
+    def _on_written(self, entry: InFlight, req: FinishRequest, result: Written) -> None:
+        self.inflight.remove(entry)
+        job = entry.job
+        if isinstance(result, LeaseLost):
+            self.lost += 1
+            log.warning(
+                "job %s (%s): lease lost before its outcome was written; another owner has "
+                "it now, nothing was written",
+                job.id,
+                job.task,
+            )
+            return
+        if result is None:
+            return
+        self.outcomes[str(result.state)] += 1
+        if entry.phase is Phase.RELEASING:
+            self.released += 1
+            log.info(
+                "job %s (%s): released to %s, attempt not spent", job.id, job.task, result.state
+            )
+        elif result.state == "succeeded":
+            log.info("job %s (%s) succeeded in %d ms", job.id, job.task, req.runtime_ms or 0)
+        else:
+            log.info(
+                "job %s (%s) attempt %d/%d: %s: %s → %s%s",
+                job.id,
+                job.task,
+                job.attempt,
+                job.max_attempts,
+                result.last_error_code,
+                result.last_error,
+                result.state,
+                f" (next attempt at {result.run_at.isoformat(timespec='seconds')})"
+                if result.state in ("retry_wait", "queued")
+                else "",
+            )
+
+    def _on_lost(self, entry: InFlight) -> None:
+        if entry.phase is not Phase.RUNNING:
+            return  # a queued outcome or release decides for itself, fenced
+        if entry.task is not None:
+            entry.task.cancel()
+        self._abandon(entry, "a heartbeat found another owner, or the job is no longer running")
+
+    def _on_cancel(self, entry: InFlight) -> None:
+        if entry.phase is not Phase.RUNNING or entry.cancel_requested:
+            return
+        entry.cancel_requested = True
+        task = self.app.tasks.get(entry.job.task)
+        if task is not None and task.is_async and entry.task is not None:
+            log.info("job %s (%s): cancel requested; stopping it", entry.job.id, entry.job.task)
+            entry.task.cancel()
+        else:
+            log.info(
+                "job %s (%s): cancel requested; a sync task cannot be interrupted, so it is "
+                "cancelled when its function returns",
+                entry.job.id,
+                entry.job.task,
+            )
+
+    # ---- stopping ----------------------------------------------------------------------
+
+    def _wake_threadsafe(self, reason: str) -> None:
+        loop, producer = self._loop, self.producer
+        if loop is not None and producer is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(producer.wake, reason)
+
+    def _begin_stop(self) -> None:
+        if self._stop_requested_at is not None:
+            return
+        assert self._loop is not None
+        self._stop_requested_at = self._loop.time()
+        log.info(
+            "worker %s stopping: no new claims; waiting up to %gs for %d running job(s)",
+            self.worker_id,
+            self.settings.shutdown_timeout,
+            len(self.inflight.running()),
+        )
+        self._stop_event.set()
+        self.inflight.changed.fire()
+
+    def _install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            log.info(
+                "received %s: shutting down gracefully (send it again to exit at once)", sig.name
+            )
+            self._begin_stop()
+            return
+        log.warning(
+            "received %s again: exiting now; the leases of %d job(s) will expire and another "
+            "worker will reclaim them",
+            sig.name,
+            len(self.inflight),
+        )
+        for handler in logging.getLogger().handlers + log.handlers:
+            handler.flush()
+        os._exit(1)
+
+    async def _drain(self) -> None:
+        """Wait for running jobs (bounded by shutdown_timeout once a stop was asked),
+        release the rest, then write every outcome."""
+        loop = asyncio.get_running_loop()
+        while self.inflight.running():
+            left: float | None = None
+            if self._stop_requested_at is not None:
+                left = self._stop_requested_at + self.settings.shutdown_timeout - loop.time()
+                if left <= 0:
+                    break
+            stop_pending = self._stop_requested_at is None
+            await self.inflight.changed.wait(left)
+            if stop_pending and self._stop_requested_at is not None:
+                continue  # a stop arrived: the timeout starts counting now
+        await self._release_all()
+
+    async def _release_all(self) -> None:
+        leftovers = self.inflight.running() if hasattr(self, "inflight") else []
+        if leftovers:
+            log.info(
+                "shutdown timeout passed: releasing %d unfinished job(s) back to queued "
+                "without spending their attempt",
+                len(leftovers),
+            )
+        for entry in leftovers:
+            self._release(entry)
+        if self.completer is not None:
+            await self.completer.flush(FLUSH_TIMEOUT)
+
+    async def _shutdown_parts(self) -> None:
+        if self.notifier is not None:
+            self.notifier.stop()
+        try:
+            await self._db(self._mark_stopped)
+            if self.maintenance is not None:
+                await self._db(self.maintenance.close)
+        except Exception as exc:
+            log.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
+        self._task_pool.shutdown(wait=False, cancel_futures=True)
+        self.abandoned_threads = self._task_pool.busy
+        self._db_pool.shutdown(wait=True)
+
+    async def _maintain(self) -> None:
+        assert self.maintenance is not None
+        while True:
+            try:
+                delay = await self._db(self.maintenance.step)
+            except Exception as exc:
+                delay = 5.0
+                log.warning("maintenance round failed (%s); next try in %.0fs", exc, delay)
+            await asyncio.sleep(delay)
+
+    async def _watch_parent(self) -> None:
+        while os.getppid() == self.parent_pid:
+            await asyncio.sleep(1.0)
+        log.warning("the supervisor (pid %s) is gone; shutting down", self.parent_pid)
+        self._begin_stop()
+
+    def _summary(self) -> str:
+        parts = [f"{n} {state}" for state, n in sorted(self.outcomes.items())]
+        if self.released:
+            parts.append(f"{self.released} released")
+        if self.lost:
+            parts.append(f"{self.lost} lost")
+        return ", ".join(parts) or "no jobs"

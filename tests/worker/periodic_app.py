@@ -1,0 +1,12 @@
+"""An App with a periodic task that ticks every second (``tests.worker.periodic_app:app``)."""
+
+from __future__ import annotations
+
+import durq
+
+app = durq.App()
+
+
+@app.periodic(cron="* * * * * *", catchup=2, queue="ticks")
+def heartbeat_report() -> dict[str, str]:
+    return {"status": "ok"}

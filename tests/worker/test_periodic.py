@@ -1,0 +1,102 @@
+"""Periodic tasks are enqueued exactly once per tick, however many workers run."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import durq
+from durq.errors import ConfigurationError
+from durq.maintenance import periodic
+
+from .support import WorkerProcess, wait_until
+
+PERIODIC_APP = "tests.worker.periodic_app:app"
+
+
+@pytest.mark.slow
+def test_three_workers_for_three_ticks_enqueue_exactly_three_jobs(
+    app: durq.App, spawn: Callable[..., WorkerProcess]
+) -> None:
+    workers = [spawn("--poll-interval", "0.2", app=PERIODIC_APP, name=f"p{i}") for i in range(3)]
+    for worker in workers:
+        worker.wait_ready(app)
+    # Count the three whole ticks after every worker is up.
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    window = [start + timedelta(seconds=i) for i in range(3)]
+
+    def tick_jobs() -> list[durq.Job]:
+        found = app.list_jobs(task="heartbeat_report", limit=1000)
+        return [j for j in found if window[0] <= j.run_at <= window[-1]]
+
+    wait_until(
+        lambda: (
+            {j.run_at for j in tick_jobs()} == set(window)
+            and all(app.get_job(j.id).state == "succeeded" for j in tick_jobs())
+        ),
+        timeout=30,
+        what="the three ticks to be enqueued and run",
+    )
+    assert sorted(j.run_at for j in tick_jobs()) == window  # one job per tick, no more
+    assert {j.idempotency_key for j in tick_jobs()} == {
+        f"heartbeat_report@{t.isoformat()}" for t in window
+    }
+    # No tick at all was enqueued twice while they ran.
+    everything = app.list_jobs(task="heartbeat_report", limit=1000)
+    assert max(Counter(j.run_at for j in everything).values()) == 1
+    assert {j.queue for j in everything} == {"ticks"}
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    assert [w.wait_exit() for w in workers] == [0, 0, 0]
+
+
+def test_run_once_from_many_leaders_enqueues_each_tick_once(
+    make_app: Callable[..., durq.App],
+) -> None:
+    """Even with the leader lease out of the picture (two processes both believing they
+    lead), the idempotency key per tick keeps it to one job per tick."""
+    apps = [make_app() for _ in range(3)]
+    for a in apps:
+        a.periodic(cron="*/5 * * * *", args={"report": "daily"}, catchup=600)(_report)
+    now = datetime(2026, 3, 1, 12, 11, 30, tzinfo=UTC)
+    created = [periodic.run_once(a, now=now) for a in apps]
+    assert [len(c) for c in created] == [2, 0, 0]  # 12:05 and 12:10 are in the window
+    jobs = apps[0].list_jobs(task="_report")
+    assert sorted(j.run_at for j in jobs) == [
+        datetime(2026, 3, 1, 12, 5, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 10, tzinfo=UTC),
+    ]
+    assert {j.args["report"] for j in jobs} == {"daily"}
+
+    later = now + timedelta(minutes=5)
+    assert [len(periodic.run_once(a, now=later)) for a in apps] == [1, 0, 0]  # 12:15 only
+
+
+def test_tick_after_it_was_run_and_pruned_is_not_enqueued_again(app: durq.App) -> None:
+    app.periodic(cron="0 * * * *", catchup=3600)(_report)
+    now = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
+    (job,) = periodic.run_once(app, now=now)
+    app.settings = app.settings.model_copy(update={"prune_succeeded_seconds": 0})
+    app.run_job(job.id)
+    from durq.maintenance import prune
+
+    prune.run_once(app)
+    with pytest.raises(durq.JobGone):
+        app.get_job(job.id)
+    assert periodic.run_once(app, now=now) == []
+
+
+def test_invalid_cron_is_refused_with_a_hint(app: durq.App) -> None:
+    with pytest.raises(ConfigurationError, match="five fields"):
+        app.periodic(cron="every five minutes")(_report)
+    app.periodic(cron="* * * * *")(_report)
+    with pytest.raises(ConfigurationError, match="registered twice"):
+        app.periodic(cron="*/2 * * * *")(app.tasks["_report"])
+
+
+def _report(report: str = "") -> str:
+    return report

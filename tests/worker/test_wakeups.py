@@ -1,0 +1,116 @@
+"""How an idle worker learns of new jobs: NOTIFY on PostgreSQL, an in-process signal when
+the enqueuer shares the worker's process, polling otherwise. Each test asserts the source
+of the wake-up the producer recorded, never a wall-clock bound."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from psycopg import Connection
+
+import durq
+from durq.backends.postgres.backend import conninfo_from_url
+from durq.worker.runner import Worker
+
+from .support import run_cli, running_worker, wait_until
+
+SLOW_POLL = 30.0  # a poll tick never comes during these tests
+
+
+def _app(url: str) -> durq.App:
+    app = durq.App(url)
+
+    @app.task
+    def anything(n: int = 0) -> int:
+        return n
+
+    return app
+
+
+def _idle(worker: Worker) -> None:
+    producer = worker.producer
+    assert producer is not None
+    wait_until(producer.idle.is_set, what="the worker to sit idle")
+
+
+def _run_and_reason(app: durq.App, worker: Worker, job_id: int) -> str | None:
+    wait_until(lambda: app.get_job(job_id).state == "succeeded", what=f"job {job_id} to run")
+    assert worker.producer is not None
+    return worker.producer.reason_for(job_id)
+
+
+def test_listen_notify_wakes_an_idle_worker_on_postgres(pg_url: str) -> None:
+    app = _app(pg_url)
+    enqueuer = durq.App(pg_url)  # its own connections: only the database can tell the worker
+    with running_worker(app, poll_interval=SLOW_POLL) as worker:
+        assert worker.notifier is not None and worker.notifier.mode == "listen"
+        wait_until(worker.notifier.listening.is_set, what="LISTEN to be in place")
+        _idle(worker)
+        job = enqueuer.enqueue("anything", {"n": 1})
+        assert _run_and_reason(app, worker, job.id) == "notify"
+        # From another process too (the usual case): `durq enqueue` in a subprocess.
+        _idle(worker)
+        done = run_cli(pg_url, "enqueue", "anything", "--args", '{"n": 2}', "--json")
+        assert done.returncode == 0, done.stderr
+        assert _run_and_reason(app, worker, json.loads(done.stdout)["id"]) == "notify"
+    enqueuer.close()
+    app.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql-poll-only"])
+def test_in_process_enqueue_wakes_the_worker_without_listen(
+    backend: str, sqlite_url: str, request: pytest.FixtureRequest
+) -> None:
+    url = sqlite_url if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
+    app = _app(url)
+    with running_worker(app, poll_interval=SLOW_POLL, listen_notify=False) as worker:
+        assert worker.notifier is not None and worker.notifier.mode == "local"
+        _idle(worker)
+        with durq.App(url) as other:  # any App of this process on this database
+            job = other.enqueue("anything")
+        assert _run_and_reason(app, worker, job.id) == "local"
+        _idle(worker)
+        (bulk,) = app.enqueue_many([("anything", {"n": 2})])
+        assert _run_and_reason(app, worker, bulk.id) == "local"
+    app.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql-poll-only"])
+def test_jobs_from_another_process_are_found_by_polling(
+    backend: str, sqlite_url: str, request: pytest.FixtureRequest
+) -> None:
+    url = sqlite_url if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
+    app = _app(url)
+    with running_worker(app, poll_interval=0.2, listen_notify=False) as worker:
+        _idle(worker)
+        done = run_cli(url, "enqueue", "anything", "--json")
+        assert done.returncode == 0, done.stderr
+        assert _run_and_reason(app, worker, json.loads(done.stdout)["id"]) == "poll"
+    app.close()
+
+
+def test_a_scheduled_job_wakes_the_worker_when_it_comes_due(db_url: str) -> None:
+    app = _app(db_url)
+    with running_worker(app, poll_interval=SLOW_POLL, listen_notify=False) as worker:
+        _idle(worker)
+        with durq.App(db_url) as other:
+            job = other.enqueue("anything", delay=0.5)
+        assert _run_and_reason(app, worker, job.id) == "due"
+    app.close()
+
+
+def test_one_notification_per_queue_per_transaction(pg_url: str) -> None:
+    app = durq.App(pg_url)
+    with Connection.connect(conninfo_from_url(pg_url), autocommit=True) as listener:
+        listener.execute("LISTEN durq_jobs")
+        app.enqueue_many([("t", {"n": n}) for n in range(50)])
+        app.enqueue_many(
+            [durq.EnqueueRequest("t", {"n": n}, queue="other") for n in range(5)]
+            + [("t", {"n": 99})]
+        )
+        app.enqueue("t", {"n": 100})
+        got = sorted(n.payload for n in listener.notifies(timeout=1.0))
+    # 50 jobs in one transaction: one NOTIFY; a mixed batch: one per queue; a single: one.
+    assert got == sorted(["default", "default", "other", "default"])
+    app.close()
