@@ -85,6 +85,14 @@ def authenticate(service: Service, request: Request, plaintext: str | None) -> P
             headers={"WWW-Authenticate": "Bearer"},
         )
     service.ensure_bootstrap()
+    if service.settings.env != "dev" and service.keys.is_development_key(plaintext):
+        raise ApiError(
+            401,
+            "E_UNAUTHENTICATED",
+            "development keys work only when DURQ_ENV=dev; create a real key with: "
+            "durq keys create --owner NAME --role ROLE",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     key = service.keys.authenticate(plaintext)
     if key is None:
         raise ApiError(

@@ -115,6 +115,18 @@ class KeyService:
                 api_ops.key_touch(backend, ex, key.id)
         return key
 
+    def bootstrap_plaintexts(self) -> dict[str, str]:
+        """role → development key: DURQ_API_BOOTSTRAP_KEYS, else ``dev-<role>-key``."""
+        return dict(self.settings.api_bootstrap_keys) or {
+            role: f"dev-{role}-key" for role in self.roles
+        }
+
+    def is_development_key(self, plaintext: str) -> bool:
+        """A bootstrap key: refused outside DURQ_ENV=dev even if a dev database kept it."""
+        defaults = [f"dev-{role}-key" for role in self.roles]
+        known = [*self.settings.api_bootstrap_keys.values(), *defaults]
+        return any(hmac.compare_digest(plaintext.encode(), k.encode()) for k in known)
+
     def ensure_bootstrap(self) -> list[ApiKey]:
         """Seed development keys (one per role) when DURQ_ENV=dev; never otherwise.
 
@@ -130,8 +142,7 @@ class KeyService:
                     reason="development keys are seeded only when DURQ_ENV=dev",
                 )
             return []
-        if not wanted:
-            wanted = {role: f"dev-{role}-key" for role in self.roles}
+        wanted = self.bootstrap_plaintexts()
         seeded = []
         backend = self.app.backend
         with backend.transaction() as ex:

@@ -8,8 +8,9 @@ answers with the same values. Two consequences for queries:
 * they cover the jobs still stored: pruning finished jobs (``DURQ_PRUNE_*``) lowers them,
   which Prometheus reads as a counter reset.
 
-``durq_jobs_total`` is a gauge of jobs by their current state (the name is the one seed 004
-fixes); ``durq_job_duration_seconds`` and ``durq_job_retries_total`` come from the attempt
+``durq_jobs_total`` counts jobs by their current state, like a gauge (the name is the one
+seed 004 fixes; it is exposed untyped because a gauge may not end in ``_total``);
+``durq_job_duration_seconds`` and ``durq_job_retries_total`` come from the attempt
 records. HTTP metrics are labelled by route template, never by raw path or id.
 """
 
@@ -25,6 +26,7 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
+    UnknownMetricFamily,
 )
 from prometheus_client.registry import Collector
 
@@ -92,7 +94,9 @@ class DatabaseCollector(Collector):
 
 
 def _job_families(counts: list[tuple[str, str, str, int]]) -> Iterator[Metric]:
-    jobs = GaugeMetricFamily(
+    # A snapshot that falls as jobs move on: not a counter, and promtool forbids the
+    # mandated _total name on a gauge, so it is exposed untyped.
+    jobs = UnknownMetricFamily(
         "durq_jobs_total",
         "Stored jobs by queue, task and current state (read from the database)",
         labels=["queue", "task", "state"],
