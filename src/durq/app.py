@@ -326,8 +326,12 @@ class App:
         if connection is not None:
             ex = self.backend.foreign_executor(connection, self.backend.dialect)
             return self.backend.job_insert(ex, new)
-        with self.backend.transaction() as ex:
-            job, created = self.backend.job_insert(ex, new)
+        if new.idempotency_key is None:  # a single statement: let it commit by itself
+            with self.backend.autocommit() as ex:
+                job, created = self.backend.job_insert(ex, new)
+        else:
+            with self.backend.transaction() as ex:
+                job, created = self.backend.job_insert(ex, new)
         if created:
             self._announce([job.queue])
         return job, created
@@ -469,7 +473,7 @@ class App:
         A job that is not ready (running elsewhere, finished, scheduled later) is returned
         unchanged.
         """
-        from .worker.executor import execute_sync, finish_request
+        from .worker.executor import execute_sync
 
         wid = worker_id or default_worker_id()
         with self.backend.transaction() as ex:
@@ -496,13 +500,20 @@ class App:
         from .worker.executor import execute_sync
 
         wid = worker_id or default_worker_id()
-        names = list(queues) if queues else sorted({t.queue for t in self.tasks.values()} or {"default"})
+        names = (
+            list(queues)
+            if queues
+            else sorted({t.queue for t in self.tasks.values()} or {"default"})
+        )
         done: list[Job] = []
         while limit is None or len(done) < limit:
             take = batch if limit is None else min(batch, limit - len(done))
             with self.backend.transaction() as ex:
                 claimed = self.backend.job_claim(
-                    ex, queues=names, worker_id=wid, limit=take,
+                    ex,
+                    queues=names,
+                    worker_id=wid,
+                    limit=take,
                     lease_seconds=self.settings.lease_seconds,
                 )
             if not claimed:

@@ -90,6 +90,11 @@ class Backend(ABC):
     def read(self) -> AbstractContextManager[Executor]:
         """A connection for reads."""
 
+    def autocommit(self) -> AbstractContextManager[Executor]:
+        """A connection on which each statement commits by itself, for single-statement
+        writes; dialects where that saves nothing use a transaction."""
+        return self.transaction()
+
     @abstractmethod
     def foreign(self, connection: Any) -> Executor:
         """An executor over the caller's own connection; durq never commits it."""
@@ -396,7 +401,7 @@ class Backend(ABC):
             )
         return job
 
-    def _after_finish(
+    def _after_finish(  # noqa: B027 - a hook: PostgreSQL needs nothing here
         self, ex: Executor, job: Job, req: FinishRequest, params: Mapping[str, Any]
     ) -> None:
         """Dialects that cannot write the attempt record in the finish statement do it here."""

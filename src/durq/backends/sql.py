@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from psycopg import Connection as PsycopgConnection
+
 __all__ = ["Executor", "Queries", "load_queries"]
 
 _NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -61,6 +63,9 @@ class Executor(Protocol):
     def run(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]: ...
 
 
+_COLUMNS: dict[str, list[str]] = {}  # column names of each named block's result
+
+
 class PsycopgExecutor:
     """A psycopg 3 (or psycopg2) connection: ``%(name)s`` placeholders."""
 
@@ -69,8 +74,24 @@ class PsycopgExecutor:
     def __init__(self, conn: Any, queries: Queries) -> None:
         self.conn = conn
         self.queries = queries
+        self._psycopg3 = isinstance(conn, PsycopgConnection)
 
     def run(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        if self._psycopg3:
+            # A named block always returns the same columns: read their names once.
+            # (cursor.description builds a Column object per column on every call, which
+            # costs more client time than a small statement itself.)
+            with self.conn.cursor() as cur:
+                cur.execute(self.queries.pyformat[name], params or {})
+                result = cur.pgresult
+                if result is None or not result.nfields:
+                    return []
+                cols = _COLUMNS.get(name)
+                if cols is None or len(cols) != result.nfields:
+                    cols = _COLUMNS[name] = [
+                        (result.fname(i) or b"").decode() for i in range(result.nfields)
+                    ]
+                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
         with self.conn.cursor() as cur:
             cur.execute(self.queries.pyformat[name], params or {})
             if cur.description is None:
@@ -118,7 +139,8 @@ class SqlAlchemyExecutor:
 
 def split_statements(script: str) -> list[str]:
     """Split a migration file into statements (statements end with ``;`` at a line's end)."""
-    statements, current = [], []
+    statements: list[str] = []
+    current: list[str] = []
     for line in script.splitlines():
         if line.strip().startswith("--") and not current:
             continue

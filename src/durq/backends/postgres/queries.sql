@@ -31,6 +31,16 @@ FROM unnest(CAST(:queues AS text[]), CAST(:tasks AS text[]), CAST(:args AS text[
      AS u(queue, task, args, priority, run_at, delay, max_attempts, retry_policy, created_by)
 RETURNING {job_columns}
 
+-- name: job_ids_reserve
+-- Ids for a COPY, in order, with the transaction's clock (the rows' created_at and run_at).
+SELECT now() AS now,
+       ARRAY(SELECT nextval(pg_get_serial_sequence('durq_jobs', 'id'))
+             FROM generate_series(1, CAST(:count AS int))) AS ids
+
+-- name: job_copy_in
+COPY durq_jobs (id, queue, task, args, priority, max_attempts, retry_policy, created_by)
+FROM STDIN
+
 -- name: job_notify
 SELECT pg_notify('durq_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q
 
