@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from importlib.metadata import version
 from typing import Any
@@ -14,7 +15,7 @@ import durq
 from durq import EnqueueRequest
 
 from . import pgdb, sink
-from .measure import Worker, python
+from .measure import Worker, peak_rss_mb, python
 from .subject import Subject
 
 TASK = "bench.job"
@@ -185,3 +186,47 @@ class DurqSqlite(_Durq):
         )
         self.conn.execute("COMMIT")
         self.conn.execute("ANALYZE")
+
+
+class _ThreadWorker:
+    """durq's worker runtime in a thread of the benchmark process (SQLite's in-process
+    wake-ups: an enqueue in this process wakes the idle worker without polling)."""
+
+    def __init__(self, app: durq.App, concurrency: int) -> None:
+        from durq.worker.runner import Worker as Runtime
+
+        self.runtime = Runtime(app, concurrency=concurrency)
+        self.thread = threading.Thread(
+            target=self.runtime.run, kwargs={"install_signals": False}, daemon=True
+        )
+        self.thread.start()
+
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def check(self) -> None:
+        if not self.alive():
+            raise RuntimeError("the in-process durq worker stopped")
+
+    def peak_rss_mb(self) -> float:
+        return peak_rss_mb(os.getpid())  # shared with the benchmark process itself
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.runtime.request_stop()
+        self.thread.join(timeout)
+
+
+class DurqSqliteInProcess(DurqSqlite):
+    name = "durq-sqlite-inproc"
+    workloads = frozenset({"W4"})
+    config_note = "durq worker runtime in the enqueuing process (in-process wake-ups); SQLite"
+
+    def start_worker(self, *, processes: int = 1, concurrency: int | None = None) -> Any:
+        os.environ[sink.SINK_ENV] = str(self.ctx.sink)
+        if TASK not in self.app.tasks:
+            self.app.task(name=TASK, max_attempts=3)(_bench_job)
+        return _ThreadWorker(self.app, concurrency or 10)
+
+
+def _bench_job(n: int = 0, t: float | None = None) -> None:
+    sink.record(t)

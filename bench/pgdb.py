@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import psycopg
@@ -13,7 +14,9 @@ def url_for(admin_url: str, name: str) -> str:
 
 
 def create(admin_url: str, label: str) -> str:
-    name = f"durq_bench_{label}_{uuid.uuid4().hex[:8]}"
+    # The creating process's pid is in the name, so a later run can tell leftovers
+    # from the databases of a run still going.
+    name = f"durq_bench_{label}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return url_for(admin_url, name)
@@ -28,7 +31,7 @@ def drop(admin_url: str, url: str) -> None:
 
 
 def drop_leftovers(admin_url: str) -> None:
-    """Databases left by an interrupted run."""
+    """Databases left by an interrupted run (its process is gone)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
         names = [
             r[0]
@@ -37,4 +40,18 @@ def drop_leftovers(admin_url: str) -> None:
             )
         ]
         for name in names:
+            parts = name.split("_")
+            pid = int(parts[-2]) if len(parts) >= 5 and parts[-2].isdigit() else None
+            if pid is not None and _alive(pid):
+                continue
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -7,9 +7,11 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -28,6 +30,7 @@ from .workloads import WORKLOADS
 SUBJECTS: dict[str, str] = {
     "durq-pg": "bench.durq_subject:DurqPostgres",
     "durq-sqlite": "bench.durq_subject:DurqSqlite",
+    "durq-sqlite-inproc": "bench.durq_subject:DurqSqliteInProcess",
     "raw-sql-pg": "bench.peers.raw_pg:RawPostgres",
     "raw-sqlite": "bench.peers.raw_sqlite:RawSqlite",
     "pgqueuer": "bench.peers.pgqueuer_peer:PgQueuerPeer",
@@ -35,7 +38,7 @@ SUBJECTS: dict[str, str] = {
     "celery-redis": "bench.peers.celery_peer:CeleryPeer",
     "huey-sqlite": "bench.peers.huey_peer:HueyPeer",
 }
-DURQ_ONLY = ["durq-pg", "durq-sqlite", "raw-sql-pg", "raw-sqlite"]
+DURQ_ONLY = ["durq-pg", "durq-sqlite", "durq-sqlite-inproc", "raw-sql-pg", "raw-sqlite"]
 
 # The headline metric of each workload, and whether larger is better.
 HEADLINE = {
@@ -67,6 +70,7 @@ def run(
     progress: Any = print,
 ) -> dict[str, Any]:
     endpoints = Endpoints()
+    _stop_on_sigterm()
     pgdb.drop_leftovers(endpoints.pg_admin_url)
     tmp = Path(tempfile.mkdtemp(prefix="durq-bench-"))
     os.environ["DURQ_BENCH_TMP"] = str(tmp)
@@ -116,6 +120,16 @@ def run(
         command=command,
         seconds=time.time() - started,
     )
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so workers are stopped and databases dropped."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _short(metrics: dict[str, Any]) -> str:

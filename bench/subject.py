@@ -33,6 +33,10 @@ class Subject(ABC):
     family: str  # "durq" | "peer" | "ceiling"
     workloads: frozenset[str] = frozenset(ALL_WORKLOADS)
     config_note: str = ""
+    #: A slow subject drains at most this many jobs per run (throughput stays comparable).
+    max_jobs: int | None = None
+    #: This run's drain rate, set by the runner after W3; W5 offers 80 % of it.
+    drain_rate: float | None = None
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

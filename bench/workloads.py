@@ -72,12 +72,18 @@ def _drain(
         worker.stop()
 
 
+def _capped(s: Subject, count: int) -> int:
+    return min(count, s.max_jobs) if s.max_jobs else count
+
+
 def w3_drain(s: Subject, sizes: Sizes) -> Metrics:
-    return _drain(s, sizes.drain, processes=1)
+    out = _drain(s, _capped(s, sizes.drain), processes=1)
+    s.drain_rate = out["jobs_per_s"] if s.drain_rate is None else s.drain_rate
+    return out
 
 
 def w3_drain_two(s: Subject, sizes: Sizes) -> Metrics:
-    return _drain(s, sizes.drain, processes=2)
+    return _drain(s, _capped(s, sizes.drain), processes=2)
 
 
 def w4_latency(s: Subject, sizes: Sizes) -> Metrics:
@@ -122,7 +128,11 @@ def w5_steady(s: Subject, sizes: Sizes, batch: int = 10) -> Metrics:
     try:
         s.warm(worker)
         sink.clear(s.ctx.sink)
-        interval = batch / sizes.steady_rate
+        # Offer what the subject can take: 80 % of its own drain rate, at most steady_rate.
+        rate = sizes.steady_rate
+        if s.drain_rate:
+            rate = min(rate, 0.8 * s.drain_rate)
+        interval = batch / rate
         produced = 0
         start = time.perf_counter()
         end = start + sizes.steady_seconds
@@ -142,7 +152,7 @@ def w5_steady(s: Subject, sizes: Sizes, batch: int = 10) -> Metrics:
         out = _latencies(s, produced)
         out.update(
             jobs_per_s=produced / (finished - start),
-            offered_per_s=sizes.steady_rate,
+            offered_per_s=rate,
             produced_per_s=produced / (produced_at - start),
             backlog_drain_s=finished - produced_at,
         )
@@ -163,7 +173,7 @@ def w6_scale(s: Subject, sizes: Sizes) -> Metrics:
 
 
 def worker_memory(s: Subject, sizes: Sizes) -> Metrics:
-    out = _drain(s, sizes.rss_jobs, concurrency=sizes.rss_concurrency)
+    out = _drain(s, _capped(s, sizes.rss_jobs), concurrency=sizes.rss_concurrency)
     return {
         "peak_rss_mb": out["peak_rss_mb"],
         "jobs_per_s": out["jobs_per_s"],

@@ -18,6 +18,7 @@ class CeleryPeer(Subject):
     backend = "postgresql"  # compared with durq on PostgreSQL (it keeps jobs in Redis)
     family = "peer"
     workloads = frozenset({"W1", "W3", "W3x2", "W4", "W5"})
+    max_jobs = 5_000  # under a thousand jobs/s here: keep each run short
     load_is_atomic = False  # sends one message at a time: the clock starts before loading
     config_note = (
         "Redis broker, task_ignore_result, worker_prefetch_multiplier=128, prefork pool with "

@@ -38,6 +38,7 @@ class ProcrastinatePeer(Subject):
     backend = "postgresql"
     family = "peer"
     workloads = frozenset({"W1", "W2", "W3", "W3x2", "W4", "W5", "RSS"})
+    max_jobs = 2_000  # drains at a few hundred jobs/s here: keep each run under a minute
     config_note = (
         f"PsycopgConnector (async), async task, worker concurrency={CONCURRENCY} "
         "(concurrency for RSS as given), listen_notify on; finished jobs kept"
