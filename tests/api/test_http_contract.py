@@ -207,6 +207,7 @@ def test_bad_submissions_are_4xx_with_a_fix_and_write_nothing(
         ("/v1/keys?cursor=ajox", 400, "E_BAD_CURSOR", "not one this API issued"),
         ("/v1/jobs?state=finished", 422, "E_VALIDATION", "'queued', 'running'"),
         ("/v1/jobs?limit=0", 422, "E_VALIDATION", "query.limit"),
+        ("/v1/jobs?created_by=a%00b", 422, "E_VALIDATION", "must not contain NUL"),
         ("/v1/jobs?created_after=yesterday", 422, "E_VALIDATION", "query.created_after"),
         ("/v1/jobs/abc", 422, "E_VALIDATION", "path.job_id"),
         ("/v1/jobs/99999999999999999999", 422, "E_VALIDATION", "path.job_id"),

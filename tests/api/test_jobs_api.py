@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 import durq
 from durq.api.schemas import JobOut
 from durq.backends import api_ops
+from durq.maintenance import prune
 
 from .conftest import INTERNAL_TOKEN, Api
 
@@ -54,22 +54,6 @@ SHOW_FIELDS = {
 def as_json(job: durq.Job) -> dict[str, Any]:
     """The job as the API renders it (times in RFC 3339 with Z)."""
     return JobOut.model_validate(job.to_dict()).model_dump(mode="json")
-
-
-def prune(app: durq.App, job_id: int) -> None:
-    """What pruning leaves behind: the row gone, its id kept as a tombstone."""
-    backend = app.backend
-    with backend.transaction() as ex:
-        conn: Any = ex.conn  # type: ignore[attr-defined]
-        if backend.dialect == "sqlite":
-            conn.execute("DELETE FROM durq_jobs WHERE id = ?", (job_id,))
-            conn.execute(
-                "INSERT INTO durq_tombstones (job_id, pruned_at) VALUES (?, ?)",
-                (job_id, time.time()),
-            )
-        else:
-            conn.execute("DELETE FROM durq_jobs WHERE id = %s", (job_id,))
-            conn.execute("INSERT INTO durq_tombstones (job_id) VALUES (%s)", (job_id,))
 
 
 # ---- submit ---------------------------------------------------------------------------
@@ -172,12 +156,13 @@ def test_idempotency_key_over_http(api: Api) -> None:
 # ---- read -----------------------------------------------------------------------------
 
 
-def test_get_job_404_and_410(api: Api) -> None:
+def test_get_job_404_and_410(make_api: Callable[..., Api]) -> None:
+    api = make_api(prune_succeeded_seconds=0)
     job = api.submit(execution_mode="sync")
     assert api.call("GET", f"/v1/jobs/{job['id']}", "viewer").json()["data"] == job
     missing = api.call("GET", "/v1/jobs/999999", "viewer")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "E_NOT_FOUND"
-    prune(api.app, job["id"])
+    assert prune.run_once(api.app)["succeeded"] == 1
     for path in ("", "/attempts", "/artifacts"):
         gone = api.call("GET", f"/v1/jobs/{job['id']}{path}", "operator")
         assert gone.status_code == 410, path
@@ -346,21 +331,18 @@ def test_workers_lists_registered_workers(api: Api) -> None:
     assert api.call("GET", "/v1/workers", "viewer").json() == {"data": []}
     backend = api.app.backend
     with backend.transaction() as ex:
-        conn: Any = ex.conn  # type: ignore[attr-defined]
-        if backend.dialect == "sqlite":
-            now = time.time()
-            conn.execute(
-                "INSERT INTO durq_workers (id, hostname, pid, queues, concurrency, started_at,"
-                " heartbeat_at) VALUES ('w1', 'host', 7, '[\"default\"]', 4, ?, ?)",
-                (now, now),
-            )
-        else:
-            conn.execute(
-                "INSERT INTO durq_workers (id, hostname, pid, queues, concurrency) "
-                "VALUES ('w1', 'host', 7, '[\"default\"]', 4)"
-            )
+        backend.worker_register(
+            ex,
+            worker_id="host:7",
+            hostname="host",
+            pid=7,
+            queues=["default"],
+            concurrency=4,
+            heartbeat_seconds=10,
+        )
     (worker,) = api.call("GET", "/v1/workers", "viewer").json()["data"]
-    assert (worker["id"], worker["hostname"], worker["queues"]) == ("w1", "host", ["default"])
+    assert (worker["id"], worker["hostname"], worker["queues"]) == ("host:7", "host", ["default"])
+    assert (worker["status"], worker["alive"], worker["concurrency"]) == ("alive", True, 4)
 
 
 # ---- keys and identity ----------------------------------------------------------------

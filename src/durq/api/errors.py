@@ -128,7 +128,7 @@ def describe_validation(errors: Sequence[Mapping[str, Any]]) -> tuple[str, list[
         elif kind == "missing":
             msg = "this field is required"
         else:
-            msg = str(err.get("msg", "invalid value"))
+            msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         sentences.append(f"{where}: {msg}")
         detail: dict[str, Any] = {"loc": where, "type": kind, "message": msg}
         details.append(detail)

@@ -62,9 +62,43 @@ def _storable(value: datetime) -> datetime:
     return utc
 
 
+def _storable_string(value: str, what: str = "text") -> str:
+    if "\x00" in value:
+        raise ValueError(
+            f"{what} must not contain NUL characters (\\u0000): PostgreSQL cannot store them"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must be valid Unicode (it has an unpaired surrogate)") from None
+    return value
+
+
+def _storable_text(value: str) -> str:
+    return _storable_string(value)
+
+
+def _storable_json(value: Any) -> Any:
+    """Every string of a JSON value, keys included, must be storable text."""
+    if isinstance(value, str):
+        _storable_string(value, "strings in args")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _storable_string(key, "keys in args")
+            _storable_json(item)
+    elif isinstance(value, list):
+        for item in value:
+            _storable_json(item)
+    return value
+
+
+#: A string durq can store on either backend (no NUL, no lone surrogates).
+Text = Annotated[StrictStr, AfterValidator(_storable_text)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
+
 Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_string), AfterValidator(_storable)]
 JobId = Annotated[StrictInt, Field(ge=1, le=MAX_JOB_ID)]
-QueueName = Annotated[StrictStr, Field(pattern=QUEUE_NAME_RE.pattern, examples=["default"])]
+QueueName = Annotated[Text, Field(pattern=QUEUE_NAME_RE.pattern, examples=["default"])]
 
 
 class StrictBody(BaseModel):
@@ -101,8 +135,8 @@ class ErrorOut(BaseModel):
 
 
 class JobIn(StrictBody):
-    task: Annotated[StrictStr, Field(min_length=1, max_length=200, examples=["resize"])]
-    args: dict[str, Any] = Field(default_factory=dict, examples=[{"image_id": 7}])
+    task: Annotated[Text, Field(min_length=1, max_length=200, examples=["resize"])]
+    args: JsonObject = Field(default_factory=dict, examples=[{"image_id": 7}])
     queue: QueueName | None = None
     priority: Annotated[StrictInt, Field(ge=INT32[0], le=INT32[1])] | None = Field(
         None, description="Lower runs first; default the task's (0 for unknown tasks)"
@@ -205,24 +239,27 @@ class QueueStateOut(BaseModel):
 
 
 class WorkerOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
     id: str
-    hostname: str | None = None
-    pid: int | None = None
-    queues: list[str] = Field(default_factory=list)
-    concurrency: int | None = None
-    started_at: datetime | None = None
-    heartbeat_at: datetime | None = None
-    stopped_at: datetime | None = None
+    hostname: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    started_at: datetime
+    heartbeat_at: datetime
+    stopped_at: datetime | None
+    alive: bool
+    status: Literal["alive", "stopped", "dead"]
+    running: int = Field(description="Jobs it holds now")
+    processed: int = Field(description="Outcomes it wrote since it started")
+    heartbeat_seconds: float
 
 
 # ---- keys and identity ----------------------------------------------------------------
 
 
 class KeyIn(StrictBody):
-    owner: Annotated[StrictStr, Field(min_length=1, max_length=128, examples=["billing"])]
-    role: Annotated[StrictStr, Field(min_length=1, max_length=64, examples=["producer"])]
+    owner: Annotated[Text, Field(min_length=1, max_length=128, examples=["billing"])]
+    role: Annotated[Text, Field(min_length=1, max_length=64, examples=["producer"])]
 
 
 class KeyOut(BaseModel):

@@ -7,7 +7,6 @@ through the backend's own converters, so the two dialects share this code.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +29,6 @@ __all__ = [
     "key_touch",
     "notify_queue",
     "ping",
-    "worker_list",
 ]
 
 
@@ -139,25 +137,6 @@ def key_list(backend: Backend, ex: Executor, *, after_id: str | None, limit: int
 def key_disable(backend: Backend, ex: Executor, key_id: str) -> ApiKey | None:
     rows = ex.run("api_key_disable", {"id": key_id, "now": backend.now_param()})
     return _key(backend, rows[0]) if rows else None
-
-
-def worker_list(backend: Backend, ex: Executor, *, limit: int) -> list[dict[str, Any]]:
-    out = []
-    for r in ex.run("api_worker_list", {"limit": limit}):
-        queues = r["queues"]
-        out.append(
-            {
-                "id": r["id"],
-                "hostname": r["hostname"],
-                "pid": int(r["pid"]),
-                "queues": json.loads(queues) if isinstance(queues, str) else list(queues or []),
-                "concurrency": int(r["concurrency"]),
-                "started_at": backend.ts_out(r["started_at"]),
-                "heartbeat_at": backend.ts_out(r["heartbeat_at"]),
-                "stopped_at": backend.ts_out(r["stopped_at"]),
-            }
-        )
-    return out
 
 
 def ping(ex: Executor) -> None:

@@ -24,6 +24,7 @@ from ..schemas import (
     JobOut,
     Page,
     RequeueOut,
+    Text,
     Timestamp,
 )
 from ..service import Service, get_service
@@ -72,7 +73,7 @@ def submit_job(
     response: Response,
     service: ServiceDep,
     principal: Annotated[Principal, Depends(require("submit"))],
-    idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
+    idempotency_key: Annotated[Text | None, IDEMPOTENCY_HEADER] = None,
 ) -> dict[str, Any]:
     app = service.app
     sync = body.execution_mode == "sync"
@@ -123,9 +124,9 @@ def list_jobs(
     state: Annotated[
         list[JobState] | None, Query(description="Repeat to match any of several states")
     ] = None,
-    queue: Annotated[str | None, Query(max_length=64)] = None,
-    task: Annotated[str | None, Query(max_length=200)] = None,
-    created_by: Annotated[str | None, Query(max_length=128)] = None,
+    queue: Annotated[Text | None, Query(max_length=64)] = None,
+    task: Annotated[Text | None, Query(max_length=200)] = None,
+    created_by: Annotated[Text | None, Query(max_length=128)] = None,
     created_after: Annotated[Timestamp | None, Query(description="RFC 3339, inclusive")] = None,
     created_before: Annotated[Timestamp | None, Query(description="RFC 3339, exclusive")] = None,
     limit: Annotated[

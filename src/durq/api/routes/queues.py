@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from typing import Annotated, Any
 
 import structlog
 from fastapi import APIRouter, Depends, Path, Query
 
-from ...backends import api_ops
 from ...types import QUEUE_NAME_RE
 from ..auth import Principal, require
 from ..schemas import Data, QueueOut, QueueStateOut, WorkerOut
@@ -77,30 +74,15 @@ def resume_queue(
 @router.get(
     "/v1/workers",
     response_model=Data[list[WorkerOut]],
-    summary="Workers, live ones first",
+    summary="Worker processes, newest first: alive, stopped or dead",
 )
 def list_workers(
     service: ServiceDep,
     principal: Annotated[Principal, Depends(require("read"))],
+    include_stopped: Annotated[bool, Query(description="Also list stopped and dead ones")] = True,
     limit: Annotated[int, Query(ge=1, description="Capped at DURQ_API_MAX_PAGE_SIZE")] = 100,
 ) -> dict[str, Any]:
-    size = service.page_size(limit)
-    app = service.app
-    lister = getattr(app, "list_workers", None)
-    if callable(lister):
-        rows = [_as_dict(w) for w in lister()][:size]
-    else:
-        backend = app.backend
-        with backend.read() as ex:
-            rows = api_ops.worker_list(backend, ex, limit=size)
-    return {"data": rows}
-
-
-def _as_dict(worker: Any) -> dict[str, Any]:
-    if hasattr(worker, "to_dict"):
-        return dict(worker.to_dict())
-    if dataclasses.is_dataclass(worker) and not isinstance(worker, type):
-        return dataclasses.asdict(worker)
-    if isinstance(worker, Mapping):
-        return dict(worker)
-    return dict(vars(worker))
+    workers = service.app.list_workers(
+        include_stopped=include_stopped, limit=service.page_size(limit)
+    )
+    return {"data": [w.to_dict() for w in workers]}

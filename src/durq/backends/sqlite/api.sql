@@ -1,4 +1,4 @@
--- The HTTP service's statements (SQLite): API keys, workers, scrape-time metrics.
+-- The HTTP service's statements (SQLite): API keys, readiness, scrape-time metrics.
 
 -- name: api_key_insert
 INSERT INTO durq_api_keys (id, owner, role, key_hash, created_at)
@@ -32,12 +32,6 @@ LIMIT :limit
 -- name: api_key_disable
 UPDATE durq_api_keys SET disabled_at = COALESCE(disabled_at, :now) WHERE id = :id
 RETURNING id, owner, role, created_at, last_used_at, disabled_at
-
--- name: api_worker_list
-SELECT id, hostname, pid, queues, concurrency, started_at, heartbeat_at, stopped_at
-FROM durq_workers
-ORDER BY stopped_at IS NOT NULL, heartbeat_at DESC, id
-LIMIT :limit
 
 -- name: api_ping
 SELECT 1 AS ok
