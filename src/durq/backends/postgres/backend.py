@@ -14,10 +14,10 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
-from ...errors import ConfigurationError, DatabaseUnavailable, SchemaOutOfDate
+from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
 from ...types import Job, JobState
-from ..base import Backend, Capabilities, NewJob
+from ..base import Backend, Capabilities, FinishRequest, NewJob
 from ..sql import Executor, PsycopgExecutor, migrations_in
 
 __all__ = ["PostgresBackend", "conninfo_from_url"]
@@ -218,6 +218,34 @@ class PostgresBackend(Backend):
                 )
             )
         return out
+
+    # ---- the worker's batched writes: one statement each -------------------------------
+
+    def job_finish_many(self, ex: Executor, reqs: Sequence[FinishRequest]) -> list[Job | LeaseLost]:
+        """All outcomes in one fenced statement (attempt records included); a request
+        whose lease was lost comes back as ``LeaseLost``."""
+        if not reqs or any(req.artifacts for req in reqs):
+            return super().job_finish_many(ex, reqs)
+        changes = [req.change for req in reqs]
+        rows = ex.run(
+            "job_finish_many",
+            {
+                "ids": [req.job_id for req in reqs],
+                "claim_versions": [req.claim_version for req in reqs],
+                "to_states": [str(c.to_state) for c in changes],
+                "refunds": [1 if c.refund_attempt else 0 for c in changes],
+                "bumps": [1 if c.bump_version else 0 for c in changes],
+                "delays": [c.delay for c in changes],
+                "error_codes": [c.error_code for c in changes],
+                "error_messages": [c.error_message for c in changes],
+                "results": [None if c.result is None else json.dumps(c.result) for c in changes],
+                "worker_ids": [req.worker_id for req in reqs],
+                "runtimes": [req.runtime_ms for req in reqs],
+                "outcomes": [c.attempt_outcome for c in changes],
+            },
+        )
+        written = {int(row["id"]): self.job_from_row(row) for row in rows}
+        return [written.get(req.job_id) or LeaseLost(req.job_id, req.claim_version) for req in reqs]
 
     # ---- heartbeats: one statement for every job a worker holds --------------------------
 

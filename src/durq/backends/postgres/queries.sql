@@ -146,6 +146,50 @@ WITH done AS (
 )
 SELECT * FROM done
 
+-- name: job_finish_many
+-- Many fenced outcome writes in one statement (the worker's completer batches them).
+-- Each request row names a job and the claim_version it holds; a row whose lease was lost
+-- matches nothing and is absent from the result. Same rules as job_finish; the attempt
+-- records are written in the same statement.
+WITH req AS (
+    SELECT * FROM unnest(
+        CAST(:ids AS bigint[]), CAST(:claim_versions AS bigint[]), CAST(:to_states AS text[]),
+        CAST(:refunds AS int[]), CAST(:bumps AS int[]), CAST(:delays AS float8[]),
+        CAST(:error_codes AS text[]), CAST(:error_messages AS text[]),
+        CAST(:results AS text[]), CAST(:worker_ids AS text[]), CAST(:runtimes AS int[]),
+        CAST(:outcomes AS text[]))
+        AS r(r_id, r_version, r_to_state, r_refund, r_bump, r_delay, r_error_code,
+             r_error_message, r_result, r_worker_id, r_runtime_ms, r_outcome)
+), done AS (
+    UPDATE durq_jobs
+    SET state = CASE WHEN cancel_requested AND r_to_state <> 'succeeded'
+                     THEN 'cancelled' ELSE r_to_state END,
+        stage = NULL,
+        attempt = attempt - r_refund,
+        claim_version = claim_version + r_bump,
+        run_at = CASE WHEN r_delay IS NULL THEN run_at
+                      ELSE now() + make_interval(secs => r_delay) END,
+        finished_at = CASE WHEN (cancel_requested AND r_to_state <> 'succeeded')
+                             OR r_to_state IN ('succeeded', 'dead_letter', 'cancelled')
+                           THEN now() END,
+        lease_expires_at = NULL,
+        last_error_code = r_error_code,
+        last_error = r_error_message,
+        result = CAST(r_result AS jsonb),
+        updated_at = now()
+    FROM req
+    WHERE id = r_id AND claim_version = r_version AND state = 'running'
+    RETURNING {job_columns}, r_refund, r_version, r_worker_id, r_runtime_ms, r_outcome
+), rec AS (
+    INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                               finished_at, runtime_ms, outcome, error_code, error_message)
+    SELECT id, attempt + r_refund, r_version, r_worker_id, attempted_at, now(), r_runtime_ms,
+           CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE r_outcome END,
+           last_error_code, last_error
+    FROM done
+)
+SELECT * FROM done
+
 -- name: artifact_insert
 INSERT INTO durq_artifacts (job_id, artifact_type, ref, payload)
 VALUES (:job_id, :artifact_type, :ref, CAST(:payload AS jsonb))
