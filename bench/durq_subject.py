@@ -19,6 +19,7 @@ from .measure import Worker, peak_rss_mb, python
 from .subject import Subject
 
 TASK = "bench.job"
+CONCURRENCY = 100  # jobs in flight per worker process; claims are sized to free capacity
 APP_SPEC = "bench.durq_tasks:app"
 
 RETAIN_PG = """
@@ -91,9 +92,11 @@ class _Durq(Subject):
             APP_SPEC,
             "--processes",
             str(processes),
+            "--log-level",
+            "WARNING",  # no log line per job
         ]
-        if concurrency is not None:
-            argv += ["--concurrency", str(concurrency)]
+        concurrency = concurrency or int(os.environ.get("DURQ_BENCH_CONCURRENCY", CONCURRENCY))
+        argv += ["--concurrency", str(concurrency)]
         return Worker(argv, {"DURQ_DATABASE_URL": self.url, sink.SINK_ENV: str(self.ctx.sink)})
 
 
@@ -101,7 +104,8 @@ class DurqPostgres(_Durq):
     name = "durq-pg"
     backend = "postgresql"
     config_note = (
-        "durq worker defaults (one process); synchronous_commit on; fenced, attempts recorded"
+        f"durq worker --concurrency {CONCURRENCY} --log-level WARNING, async no-op task; "
+        "synchronous_commit on; fenced, attempts recorded"
     )
 
     def setup(self) -> None:
@@ -134,7 +138,10 @@ class DurqPostgres(_Durq):
 class DurqSqlite(_Durq):
     name = "durq-sqlite"
     backend = "sqlite"
-    config_note = "durq worker defaults; WAL, synchronous=FULL; fenced, attempts recorded"
+    config_note = (
+        f"durq worker --concurrency {CONCURRENCY} --log-level WARNING, async no-op task; "
+        "WAL, synchronous=FULL; fenced, attempts recorded"
+    )
 
     def setup(self) -> None:
         self.path = self.ctx.tmp / f"durq-{os.getpid()}.db"
@@ -225,8 +232,8 @@ class DurqSqliteInProcess(DurqSqlite):
         os.environ[sink.SINK_ENV] = str(self.ctx.sink)
         if TASK not in self.app.tasks:
             self.app.task(name=TASK, max_attempts=3)(_bench_job)
-        return _ThreadWorker(self.app, concurrency or 10)
+        return _ThreadWorker(self.app, concurrency or CONCURRENCY)
 
 
-def _bench_job(n: int = 0, t: float | None = None) -> None:
+async def _bench_job(n: int = 0, t: float | None = None) -> None:
     sink.record(t)
