@@ -67,3 +67,13 @@ def not_json() -> Any:
 @app.task(max_attempts=1)
 def exits() -> None:
     raise SystemExit(3)
+
+
+@app.task(max_attempts=1, timeout=5)
+def own_timeout() -> None:
+    raise TimeoutError("the upstream read timed out")
+
+
+@app.task(max_attempts=1)
+async def async_own_timeout() -> None:
+    raise TimeoutError("the upstream read timed out")

@@ -17,10 +17,19 @@ pytestmark = pytest.mark.slow
 def test_failing_jobs_are_recorded_and_the_worker_keeps_going(
     app: durq.App, spawn: Callable[..., WorkerProcess]
 ) -> None:
-    order = ["raises", "too_slow", "async_too_slow", "not_json", "exits", "ok"]
+    order = [
+        "raises",
+        "too_slow",
+        "async_too_slow",
+        "own_timeout",
+        "async_own_timeout",
+        "not_json",
+        "exits",
+        "ok",
+    ]
     jobs = {name: app.enqueue(name, priority=i) for i, name in enumerate(order)}
     worker = spawn("--concurrency", "1", "--max-jobs", str(len(order)))
-    assert worker.wait_exit() == 0  # it ran all six, the failures did not stop it
+    assert worker.wait_exit() == 0  # it ran them all, the failures did not stop it
 
     def final(name: str) -> durq.Job:
         return app.get_job(jobs[name].id)
@@ -35,6 +44,12 @@ def test_failing_jobs_are_recorded_and_the_worker_keeps_going(
         timed_out = final(name)
         assert (timed_out.state, timed_out.last_error_code) == ("dead_letter", "JobTimeout")
         assert timed_out.last_error == f"task {name!r} ran longer than its timeout of 0.3s"
+    for name in ("own_timeout", "async_own_timeout"):  # the task's own error, not durq's
+        own = final(name)
+        assert (own.last_error_code, own.last_error) == (
+            "TimeoutError",
+            "the upstream read timed out",
+        )
     bad = final("not_json")
     assert (bad.state, bad.last_error_code) == ("dead_letter", "result_not_json")
     assert "not JSON-serialisable" in (bad.last_error or "")

@@ -5,18 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich import box
+from rich.table import Table
 
-from .common import AppOption, JsonOption, UrlOption, durq_errors, load_app, print_json, table
+from .common import (
+    AppOption,
+    JsonOption,
+    UrlOption,
+    console,
+    durq_errors,
+    load_app,
+    print_json,
+)
 
 __all__ = ["queues_app"]
 
 queues_app = typer.Typer(
-    help="Queue health: counts by state, oldest and p95 age of ready jobs. "
+    help="Queue health: jobs by state (run = running, retry = retry_wait, done = succeeded, "
+    "dead = dead_letter, canc = cancelled), oldest and p95 age of ready jobs. "
     "Subcommands pause and resume a queue.",
     invoke_without_command=True,
 )
 
 STATES = ("queued", "running", "retry_wait", "succeeded", "dead_letter", "cancelled")
+HEADERS = ("queued", "run", "retry", "done", "dead", "canc")  # short: fits 80 columns
 
 
 @queues_app.callback()
@@ -36,21 +48,22 @@ def show(
     if as_json:
         print_json(stats)
         return
-    table(
-        f"{len(stats)} queue(s)",
-        ["queue", *STATES, "ready", "oldest", "p95 age", "status"],
-        [
-            (
-                name,
-                *(s["counts"].get(state, 0) for state in STATES),
-                s["ready"],
-                _age(s["oldest_age_seconds"]),
-                _age(s["p95_age_seconds"]),
-                _status(s),
-            )
-            for name, s in sorted(stats.items())
-        ],
+    grid = Table(
+        box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=f"{len(stats)} queue(s)"
     )
+    grid.add_column("queue", overflow="fold", min_width=8)
+    for header in (*HEADERS, "ready", "oldest", "p95", "state"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    for name, s in sorted(stats.items()):
+        grid.add_row(
+            name,
+            *(str(s["counts"].get(state, 0)) for state in STATES),
+            str(s["ready"]),
+            _age(s["oldest_age_seconds"]),
+            _age(s["p95_age_seconds"]),
+            _status(s),
+        )
+    console.print(grid)
 
 
 @queues_app.command("pause")

@@ -5,8 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import typer
+from rich import box
+from rich.table import Table
 
-from .common import AppOption, JsonOption, UrlOption, durq_errors, load_app, print_json, table
+from .common import (
+    AppOption,
+    JsonOption,
+    UrlOption,
+    console,
+    durq_errors,
+    load_app,
+    print_json,
+)
 
 __all__ = ["workers"]
 
@@ -21,6 +31,8 @@ def workers(
     """Worker processes, newest first: alive, stopped (exited cleanly) or dead (silent).
 
     A dead worker's jobs are reclaimed by the others when their leases expire.
+
+    Columns: conc = concurrency, done = outcomes written, up = running for, seen = last heartbeat.
     """
     app = load_app(app_spec, database_url)
     with durq_errors():
@@ -32,29 +44,38 @@ def workers(
         print_json([w.to_dict() for w in found])
         return
     now = datetime.now(UTC)
-    table(
-        f"{sum(w.alive for w in found)} alive, {len(found)} listed",
-        [
-            "id",
-            "status",
-            "queues",
-            "concurrency",
-            "running",
-            "processed",
-            "started",
-            "last heartbeat",
-        ],
-        [
-            (
-                w.id,
-                w.status,
-                ",".join(w.queues),
-                w.concurrency,
-                w.running,
-                w.processed,
-                w.started_at.isoformat(timespec="seconds"),
-                f"{(now - w.heartbeat_at).total_seconds():.1f}s ago",
-            )
-            for w in found
-        ],
+    grid = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        title=f"{sum(w.alive for w in found)} alive, {len(found)} listed",
     )
+    grid.add_column("worker", overflow="fold", min_width=10)
+    grid.add_column("status", no_wrap=True)
+    grid.add_column("queues", overflow="fold", min_width=12)
+    for header in ("conc", "running", "done", "up", "seen"):
+        grid.add_column(header, justify="right", no_wrap=True)
+    for w in found:
+        end = w.stopped_at or now
+        grid.add_row(
+            w.id,
+            w.status,
+            ",".join(w.queues),
+            str(w.concurrency),
+            str(w.running),
+            str(w.processed),
+            _span((end - w.started_at).total_seconds()),
+            _span((now - w.heartbeat_at).total_seconds()) + " ago",
+        )
+    console.print(grid)
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.0f}d"

@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import json
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from .. import states
@@ -76,7 +77,7 @@ def execute_sync(app: App, job: Job, worker_id: str) -> ExecutionResult:
     outcome: Outcome
     try:
         if task.is_async:
-            value = asyncio.run(_with_timeout(task, ctx, job))
+            value = asyncio.run(_bounded(task, call_task(task, ctx, job.args)))
         elif task.timeout is not None:
             value = _sync_with_timeout(task, ctx, job)
         else:
@@ -102,14 +103,11 @@ async def execute_async(
     outcome: Outcome
     try:
         if task.is_async:
-            value = await _with_timeout(task, ctx, job)
+            value = await _bounded(task, call_task(task, ctx, job.args))
         else:
             loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(pool, call_task, task, ctx, job.args)
-            value = await asyncio.wait_for(future, task.timeout) if task.timeout else await future
+            value = await _bounded(task, loop.run_in_executor(pool, call_task, task, ctx, job.args))
         outcome = _check_result(value)
-    except TimeoutError:
-        outcome = _timeout(task)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -118,12 +116,21 @@ async def execute_async(
     return ExecutionResult(job, task, outcome, runtime_ms, ctx)
 
 
-async def _with_timeout(task: Task[Any, Any], ctx: JobContext, job: Job) -> Any:
-    coro = call_task(task, ctx, job.args)
+async def _bounded(task: Task[Any, Any], work: Awaitable[Any]) -> Any:
+    """Await ``work`` for at most the task's timeout. Only running out of time is a
+    ``JobTimeout``: a ``TimeoutError`` the task raises itself stays the task's own error."""
+    if task.timeout is None:
+        return await work
+    future = asyncio.ensure_future(work)
     try:
-        return await asyncio.wait_for(coro, task.timeout)  # type: ignore[arg-type]
-    except TimeoutError:
-        raise _timeout(task) from None
+        done, _ = await asyncio.wait({future}, timeout=task.timeout)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    if not done:
+        future.cancel()  # an async task stops; a thread cannot, and runs on unheeded
+        raise _timeout(task)
+    return future.result()
 
 
 def _sync_with_timeout(task: Task[Any, Any], ctx: JobContext, job: Job) -> Any:
@@ -131,9 +138,11 @@ def _sync_with_timeout(task: Task[Any, Any], ctx: JobContext, job: Job) -> Any:
     # thread is left to finish on its own; its writes are fenced, so they change nothing.
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
-        return pool.submit(call_task, task, ctx, job.args).result(timeout=task.timeout)
-    except concurrent.futures.TimeoutError:
-        raise _timeout(task) from None
+        future = pool.submit(call_task, task, ctx, job.args)
+        done, _ = concurrent.futures.wait([future], timeout=task.timeout)
+        if not done:
+            raise _timeout(task)
+        return future.result()
     finally:
         pool.shutdown(wait=False)
 

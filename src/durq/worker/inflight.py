@@ -60,14 +60,18 @@ class Pulse:
 class InFlightJobs:
     """Jobs this process holds: running, or finished with the outcome not yet written.
 
-    ``concurrency`` bounds how many it may hold at once; ``changed`` fires on every add and
-    remove (the producer waits on it for capacity, shutdown for the last job).
+    ``concurrency`` bounds how many *run* at once; a finished job's slot frees as soon as
+    its outcome is queued, so the next claim overlaps the write. Jobs held in all stay
+    under ``2 * concurrency``, so a slow database cannot pile up outcomes without bound.
+    ``changed`` fires whenever a slot may have freed (the producer waits on it for
+    capacity, shutdown for the last job).
     """
 
     def __init__(self, concurrency: int) -> None:
         self.concurrency = concurrency
         self.changed = Pulse()
         self._jobs: dict[int, InFlight] = {}
+        self._running = 0
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -77,17 +81,26 @@ class InFlightJobs:
 
     @property
     def free(self) -> int:
-        return max(0, self.concurrency - len(self._jobs))
+        return max(0, min(self.concurrency - self._running, 2 * self.concurrency - len(self._jobs)))
 
     def add(self, job: Job) -> InFlight:
         entry = InFlight(job)
         self._jobs[job.id] = entry
+        self._running += 1
         self.changed.fire()
         return entry
+
+    def set_phase(self, entry: InFlight, phase: Phase) -> None:
+        if entry.phase is Phase.RUNNING and phase is not Phase.RUNNING and entry in self:
+            self._running -= 1
+            self.changed.fire()
+        entry.phase = phase
 
     def remove(self, entry: InFlight) -> None:
         if self._jobs.get(entry.job.id) is entry:
             del self._jobs[entry.job.id]
+            if entry.phase is Phase.RUNNING:
+                self._running -= 1
             self.changed.fire()
 
     def entries(self) -> list[InFlight]:

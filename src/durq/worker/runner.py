@@ -271,15 +271,20 @@ class Worker:
                 prune_interval=self.prune_interval,
                 on_reclaimed=lambda: self._wake_threadsafe("reclaim"),
             )
-        background: list[asyncio.Task[Any]] = []
-        code = 0
-        try:
+        if install_signals:  # before anything slow: a signal while starting stops cleanly
+            self._install_signal_handlers(loop)
+        try:  # a database that is away or not migrated fails the start with its own error
             await self._db(self._register)
             if self.maintenance is not None:  # seed 002: stale leases before the first claim
                 await self._db(self.maintenance.reclaim)
+        except BaseException:
+            self._task_pool.shutdown(wait=False)
+            self._db_pool.shutdown(wait=False)
+            raise
+        background: list[asyncio.Task[Any]] = []
+        code = 0
+        try:
             self.notifier.start()
-            if install_signals:
-                self._install_signal_handlers(loop)
             background = [
                 loop.create_task(self.completer.run(), name="durq-completer"),
                 loop.create_task(
@@ -379,19 +384,19 @@ class Worker:
         return FinishRequest(job.id, job.claim_version, self.worker_id, change, entry.runtime_ms)
 
     def _finish(self, entry: InFlight, req: FinishRequest) -> None:
-        entry.phase = Phase.FINISHING
+        self.inflight.set_phase(entry, Phase.FINISHING)
         assert self.completer is not None
         self.completer.submit(entry, req)
 
     def _release(self, entry: InFlight) -> None:
-        entry.phase = Phase.RELEASING
+        self.inflight.set_phase(entry, Phase.RELEASING)
         if entry.task is not None:
             entry.task.cancel()  # an async task stops here; a sync thread runs on, ignored
         assert self.completer is not None
         self.completer.submit(entry, self._request(entry, states.release()))
 
     def _abandon(self, entry: InFlight, why: str) -> None:
-        entry.phase = Phase.ABANDONED
+        self.inflight.set_phase(entry, Phase.ABANDONED)
         self.lost += 1
         self.inflight.remove(entry)
         log.warning(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import logging
 import multiprocessing
 import os
@@ -46,11 +47,19 @@ def import_app(spec: str) -> App:
             f"cannot import {module_name!r} for the app: {exc}. Is it on PYTHONPATH?"
         ) from exc
     app = getattr(module, attr, None)
-    if callable(app) and not isinstance(app, App):
-        app = app()
+    if callable(app) and not isinstance(app, App) and _takes_no_arguments(app):
+        app = app()  # a factory: ``myproj.jobs:create_app``
     if not isinstance(app, App):
         raise ConfigurationError(f"{spec} is not a durq.App (got {type(app).__name__})")
     return app
+
+
+def _takes_no_arguments(fn: Any) -> bool:
+    try:
+        inspect.signature(fn).bind()
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -68,6 +77,9 @@ def _child_main(
 ) -> None:
     """One supervised worker process (started with spawn: nothing inherited but arguments)."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the supervisor only; it forwards one SIGTERM
+    early: list[int] = []  # a stop forwarded while this process is still importing
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: early.append(signum))
     configure_logging(options.pop("log_level", "INFO"))
     code = 1
     try:
@@ -76,6 +88,8 @@ def _child_main(
             app.settings = app.settings.model_copy(update={"database_url": database_url})
             app.close()
         worker = Worker(app, parent_pid=parent_pid, **options)
+        if early:
+            worker.request_stop()
         code = worker.run(install_signals=True)
         app.close()
     except ConfigurationError as exc:

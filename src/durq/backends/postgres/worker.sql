@@ -90,3 +90,10 @@ WHERE job_id IN (SELECT job_id FROM durq_tombstones
 DELETE FROM durq_idempotency
 WHERE (scope, key) IN (SELECT scope, key FROM durq_idempotency
                        WHERE expires_at < now() LIMIT :limit)
+
+-- name: attempts_busiest_second
+-- How many attempts finished in the busiest wall-clock second (the demo's throughput).
+SELECT count(*) AS n FROM durq_attempts
+GROUP BY date_trunc('second', finished_at)
+ORDER BY n DESC
+LIMIT 1

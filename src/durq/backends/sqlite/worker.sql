@@ -81,3 +81,10 @@ WHERE job_id IN (SELECT job_id FROM durq_tombstones WHERE pruned_at < :now - :ol
 -- name: idem_prune
 DELETE FROM durq_idempotency
 WHERE rowid IN (SELECT rowid FROM durq_idempotency WHERE expires_at < :now LIMIT :limit)
+
+-- name: attempts_busiest_second
+-- How many attempts finished in the busiest wall-clock second (the demo's throughput).
+SELECT count(*) AS n FROM durq_attempts
+GROUP BY CAST(finished_at AS INTEGER)
+ORDER BY n DESC
+LIMIT 1
