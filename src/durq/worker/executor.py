@@ -167,8 +167,10 @@ def finish_request(result: ExecutionResult, worker_id: str) -> FinishRequest | N
     if isinstance(result.outcome, LeaseLost):
         return None
     job, task = result.job, result.task
-    if result.ctx is not None and result.ctx.cancel_requested and not isinstance(
-        result.outcome, Success
+    if (
+        result.ctx is not None
+        and result.ctx.cancel_requested
+        and not isinstance(result.outcome, Success)
     ):
         change = states.cancel_running()
     else:
