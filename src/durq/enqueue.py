@@ -29,7 +29,7 @@ PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 def canonical_json(value: Any, *, what: str) -> str:
     """JSON with sorted keys; a clear error naming the first value that is not JSON."""
     try:
-        return _CANONICAL.encode(value)
+        text = _CANONICAL.encode(value)
     except (TypeError, ValueError) as exc:
         path, bad = _first_non_json(value, "")
         where = f" at {what}{path}" if path else ""
@@ -39,6 +39,33 @@ def canonical_json(value: Any, *, what: str) -> str:
             "Pass plain JSON types (str, int, float, bool, None, list, dict with str keys); "
             "convert others first, e.g. a datetime with .isoformat()"
         ) from None
+    # PostgreSQL's jsonb cannot hold NUL or unpaired surrogates; refuse them on both
+    # backends so a job means the same everywhere. The substring test keeps this cheap.
+    if ("\\u0000" in text or "\\ud" in text) and (bad_path := _unstorable_text(value, "")):
+        raise ValidationError(
+            f"{what} contains text that cannot be stored at {what}{bad_path}: a NUL character "
+            "or an unpaired UTF-16 surrogate. Remove it, or encode binary data (e.g. base64)"
+        )
+    return text
+
+
+def _unstorable_text(value: Any, path: str) -> str:
+    if isinstance(value, str):
+        bad = "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
+        return (path or "(top level)") if bad else ""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _unstorable_text(key, f"{path}[{key!r}] (key)") or _unstorable_text(
+                item, f"{path}[{key!r}]"
+            )
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _unstorable_text(item, f"{path}[{i}]")
+            if found:
+                return found
+    return ""
 
 
 def _first_non_json(value: Any, path: str) -> tuple[str, Any]:

@@ -126,14 +126,16 @@ def policy_from_dict(data: dict[str, Any] | None) -> RetryPolicy:
         return Exponential(
             base=data["base"], factor=data["factor"], jitter=data["jitter"], cap=data["cap"]
         )
-    raise ConfigurationError(f"unknown retry policy kind {kind!r}; expected 'fixed' or 'exponential'")
+    raise ConfigurationError(
+        f"unknown retry policy kind {kind!r}; expected 'fixed' or 'exponential'"
+    )
 
 
 # Oban-like default: grows quickly, never waits more than an hour.
 DEFAULT_POLICY: RetryPolicy = Exponential(base=2.0, factor=2.0, jitter=0.1, cap=3600.0)
 
 
-class TaskSignal(Exception):  # noqa: N818 - these are signals, not errors
+class TaskSignal(Exception):
     """Base of the exceptions a task raises to choose its own outcome."""
 
 
@@ -150,7 +152,9 @@ class Retry(TaskSignal):
             raise ValueError(f"Retry(after=...) must be >= 0 seconds, got {after}")
         self.after = after
         self.code = code
-        self.message = message or (f"retry requested after {after}s" if after else "retry requested")
+        self.message = message or (
+            f"retry requested after {after}s" if after else "retry requested"
+        )
         super().__init__(self.message)
 
 

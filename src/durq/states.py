@@ -70,7 +70,9 @@ def check_transition(
 
 def sources_of(action: str, to_state: JobState) -> frozenset[JobState]:
     """Every state from which ``action`` may lead to ``to_state``: the SQL guard's list."""
-    return frozenset(src for (src, dst), acts in TRANSITIONS.items() if dst == to_state and action in acts)
+    return frozenset(
+        src for (src, dst), acts in TRANSITIONS.items() if dst == to_state and action in acts
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,9 +149,7 @@ class JobContext:
         self.artifacts.append(Artifact(artifact_type=artifact_type, payload=payload, ref=ref))
 
 
-def call_task(
-    task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]
-) -> Any | Awaitable[Any]:
+def call_task(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> Any | Awaitable[Any]:
     if task.pass_context:
         return task.fn(ctx, **args)
     return task.fn(**args)

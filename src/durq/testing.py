@@ -22,7 +22,10 @@ __all__ = ["assert_enqueued", "drain", "enqueued_jobs", "refute_enqueued", "run_
 
 
 def enqueued_jobs(
-    app: App, task: str | Task[Any, Any] | None = None, *, queue: str | None = None,
+    app: App,
+    task: str | Task[Any, Any] | None = None,
+    *,
+    queue: str | None = None,
     args: dict[str, Any] | None = None,
 ) -> list[Job]:
     """Jobs waiting to run (queued or retry_wait), oldest first, optionally filtered."""
@@ -34,8 +37,12 @@ def enqueued_jobs(
 
 
 def assert_enqueued(
-    app: App, task: str | Task[Any, Any], *, args: dict[str, Any] | None = None,
-    queue: str | None = None, count: int | None = None,
+    app: App,
+    task: str | Task[Any, Any],
+    *,
+    args: dict[str, Any] | None = None,
+    queue: str | None = None,
+    count: int | None = None,
 ) -> list[Job]:
     """Fail with a readable message unless a matching job is waiting."""
     found = enqueued_jobs(app, task, queue=queue, args=args)
@@ -50,7 +57,9 @@ def assert_enqueued(
     return found
 
 
-def refute_enqueued(app: App, task: str | Task[Any, Any], *, args: dict[str, Any] | None = None) -> None:
+def refute_enqueued(
+    app: App, task: str | Task[Any, Any], *, args: dict[str, Any] | None = None
+) -> None:
     found = enqueued_jobs(app, task, args=args)
     if found:
         raise AssertionError(f"expected no job of {task!r} with args ⊇ {args!r}, found {found}")
@@ -61,7 +70,9 @@ def drain(app: App, *, queues: list[str] | None = None, limit: int | None = None
     return app.work(queues=queues, limit=limit)
 
 
-def run_inline(app: App, task: str | Task[Any, Any], args: dict[str, Any] | None = None, **options: Any) -> Job:
+def run_inline(
+    app: App, task: str | Task[Any, Any], args: dict[str, Any] | None = None, **options: Any
+) -> Job:
     """Enqueue one job and run it here at once; returns the job after its attempt."""
     job = app.enqueue(task, args, **options)
     return app.run_job(job.id)

@@ -125,6 +125,11 @@ def test_connection_of_the_other_database_is_refused(app: durq.App, db_url: str)
         app.enqueue("t", {}, connection=other)
 
 
+def test_unicode_text_round_trips(app: durq.App) -> None:
+    args = {"emoji": "\U0001f600 ok", "escaped": "\\u0000 is only text", "accents": "déjà vu"}
+    assert app.get_job(app.enqueue("t", args).id).args == args
+
+
 def test_enqueue_many_bulk(app: durq.App) -> None:
     jobs = app.enqueue_many(
         [durq.EnqueueRequest("t", {"n": i}, queue="bulk", priority=i % 3) for i in range(500)]
@@ -140,6 +145,8 @@ BAD_INPUT = [
     ),
     (dict(args={"x": float("nan")}), "JSON-serialisable"),
     (dict(args=[1, 2]), "JSON object"),
+    (dict(args={"note": "a\x00b"}), r"cannot be stored at args\['note'\]: a NUL"),
+    (dict(args={"k": ["\ud800"]}), r"cannot be stored at args\['k'\]\[0\].*surrogate"),
     (dict(queue="bad queue!"), "invalid queue name 'bad queue!'"),
     (dict(queue=""), "invalid queue name"),
     (dict(delay=-5), "delay must be a number of seconds >= 0, got -5"),

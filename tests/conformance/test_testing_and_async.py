@@ -19,7 +19,7 @@ def test_assert_and_refute_enqueued(app: durq.App) -> None:
     (job,) = testing.assert_enqueued(app, send, args={"to": "a@example.com"})
     assert job.queue == "mail"
     testing.assert_enqueued(app, "send", count=1, queue="mail")
-    with pytest.raises(AssertionError, match="expected a job of task 'send'.*found 0"):
+    with pytest.raises(AssertionError, match=r"expected a job of task .send.*found 0"):
         testing.assert_enqueued(app, send, args={"to": "b@example.com"})
     testing.refute_enqueued(app, send, args={"to": "b@example.com"})
     with pytest.raises(AssertionError):

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -35,12 +36,26 @@ JsonOption = typer.Option(False, "--json", help="Print JSON for scripts instead 
 
 
 def load_app(spec: str | None, database_url: str | None = None) -> App:
-    """``module:attribute`` → the App it names; without one, an App from settings."""
+    """``module:attribute`` → the App it names; without one, an App from settings.
+
+    The App's connections are closed when the command ends.
+    """
+    app = _find_app(spec, database_url)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(app.close)
+    return app
+
+
+def _find_app(spec: str | None, database_url: str | None) -> App:
     if spec is None:
         return App(database_url) if database_url else App()
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        fail(f"--app must look like module:attribute (e.g. myproj.jobs:app), got {spec!r}", EXIT_USAGE)
+        fail(
+            f"--app must look like module:attribute (e.g. myproj.jobs:app), got {spec!r}",
+            EXIT_USAGE,
+        )
     sys.path.insert(0, "")
     try:
         module = importlib.import_module(module_name)

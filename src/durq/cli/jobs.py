@@ -12,9 +12,23 @@ from .common import AppOption, JsonOption, UrlOption, durq_errors, load_app, pri
 jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
 
 JOB_FIELDS = (
-    "id", "queue", "task", "state", "stage", "attempt", "max_attempts", "claim_version",
-    "worker_id", "priority", "run_at", "created_at", "updated_at", "finished_at",
-    "last_error_code", "last_error", "result",
+    "id",
+    "queue",
+    "task",
+    "state",
+    "stage",
+    "attempt",
+    "max_attempts",
+    "claim_version",
+    "worker_id",
+    "priority",
+    "run_at",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "last_error_code",
+    "last_error",
+    "result",
 )
 
 
@@ -40,9 +54,13 @@ def list_jobs(
     app = load_app(app_spec, database_url)
     with durq_errors():
         jobs = app.list_jobs(
-            state=state or None, queue=queue, task=task,
-            created_after=_utc(created_after), created_before=_utc(created_before),
-            before_id=before_id, limit=limit,
+            state=state or None,
+            queue=queue,
+            task=task,
+            created_after=_utc(created_after),
+            created_before=_utc(created_before),
+            before_id=before_id,
+            limit=limit,
         )
     if as_json:
         print_json([job_json(j) for j in jobs])
@@ -51,8 +69,15 @@ def list_jobs(
         f"{len(jobs)} job(s)",
         ["id", "queue", "task", "state", "attempt", "run_at", "last_error"],
         [
-            (j.id, j.queue, j.task, j.state, f"{j.attempt}/{j.max_attempts}",
-             j.run_at.isoformat(timespec="seconds"), (j.last_error or "")[:60])
+            (
+                j.id,
+                j.queue,
+                j.task,
+                j.state,
+                f"{j.attempt}/{j.max_attempts}",
+                j.run_at.isoformat(timespec="seconds"),
+                (j.last_error or "")[:60],
+            )
             for j in jobs
         ],
     )
@@ -72,23 +97,32 @@ def show(
         attempts = app.attempts(job_id)
         artifacts = app.artifacts(job_id)
     if as_json:
-        print_json(job_json(job) | {
-            "attempts": [a.to_dict() for a in attempts],
-            "artifacts": [a.to_dict() for a in artifacts],
-        })
+        print_json(
+            job_json(job)
+            | {
+                "attempts": [a.to_dict() for a in attempts],
+                "artifacts": [a.to_dict() for a in artifacts],
+            }
+        )
         return
     table(f"job {job.id}", ["field", "value"], [(k, v) for k, v in job_json(job).items()])
     table(
         "attempts",
         ["#", "worker", "started", "runtime_ms", "outcome", "error"],
-        [(a.attempt, a.worker_id, a.started_at, a.runtime_ms, a.outcome, a.error_message)
-         for a in attempts],
+        [
+            (a.attempt, a.worker_id, a.started_at, a.runtime_ms, a.outcome, a.error_message)
+            for a in attempts
+        ],
     )
 
 
 @jobs_app.command("cancel")
-def cancel(job_id: int, as_json: bool = JsonOption, app_spec: str = AppOption,
-           database_url: str = UrlOption) -> None:
+def cancel(
+    job_id: int,
+    as_json: bool = JsonOption,
+    app_spec: str = AppOption,
+    database_url: str = UrlOption,
+) -> None:
     """Cancel a job (a running one is cancelled at its worker's next write)."""
     app = load_app(app_spec, database_url)
     with durq_errors():
@@ -96,13 +130,21 @@ def cancel(job_id: int, as_json: bool = JsonOption, app_spec: str = AppOption,
     if as_json:
         print_json(job_json(job))
     else:
-        note = " (cancel requested; the worker honours it at its next write)" if job.cancel_requested else ""
+        note = (
+            " (cancel requested; the worker honours it at its next write)"
+            if job.cancel_requested
+            else ""
+        )
         typer.echo(f"job {job.id}: {job.state}{note}")
 
 
 @jobs_app.command("requeue")
-def requeue(job_id: int, as_json: bool = JsonOption, app_spec: str = AppOption,
-            database_url: str = UrlOption) -> None:
+def requeue(
+    job_id: int,
+    as_json: bool = JsonOption,
+    app_spec: str = AppOption,
+    database_url: str = UrlOption,
+) -> None:
     """Put a job back in its queue with attempts and error reset (running: no-op)."""
     app = load_app(app_spec, database_url)
     with durq_errors():

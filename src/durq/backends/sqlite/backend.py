@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -14,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError, DatabaseUnavailable, SchemaOutOfDate
+from ...types import Job
 from ..base import Backend, Capabilities, FinishRequest, nearest_rank
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
-from ...types import Job
 
 __all__ = ["SqliteBackend", "path_from_url"]
 
@@ -133,10 +134,8 @@ class SqliteBackend(Backend):
     def close(self) -> None:
         with self._lock:
             for conn in self._all:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     conn.close()
-                except sqlite3.Error:
-                    pass
             self._all = []
         self._local = threading.local()
 
