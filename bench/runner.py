@@ -175,7 +175,7 @@ def summarise(
             if errors:
                 entry["errors"] = errors
             durq = f"durq-{'pg' if by_name[name].backend == 'postgresql' else 'sqlite'}"
-            if name != durq and durq in per_subject and per_subject[durq]:
+            if by_name[name].family != "durq" and durq in per_subject and per_subject[durq]:
                 ratios = _ratio_runs(per_subject[durq], runs, key)
                 entry["durq_ratio"] = {"metric": key, "per_run": ratios, "median": median(ratios)}
             results[workload][name] = entry

@@ -178,7 +178,7 @@ def worker_memory(s: Subject, sizes: Sizes) -> Metrics:
         "peak_rss_mb": out["peak_rss_mb"],
         "jobs_per_s": out["jobs_per_s"],
         "concurrency": sizes.rss_concurrency,
-        "jobs": sizes.rss_jobs,
+        "jobs": out["jobs"],
     }
 
 
