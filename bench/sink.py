@@ -48,5 +48,11 @@ def read(directory: Path) -> list[float]:
 
 
 def clear(directory: Path) -> None:
+    # An in-process worker writes through this module's open handles: drop them too, or
+    # its next lines would go to the unlinked files.
+    with _lock:
+        for handle in _files.values():
+            handle.close()
+        _files.clear()
     for path in directory.glob("latency-*.txt"):
         path.unlink()
