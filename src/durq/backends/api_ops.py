@@ -88,20 +88,19 @@ def _key(backend: Backend, row: Mapping[str, Any]) -> ApiKey:
 def key_insert(
     backend: Backend, ex: Executor, *, key_id: str, owner: str, role: str, key_hash: str
 ) -> ApiKey:
-    params = {
-        "id": key_id,
-        "owner": owner,
-        "role": role,
-        "key_hash": key_hash,
-        "now": backend.now_param(),
-    }
-    return _key(backend, ex.run("api_key_insert", params)[0])
+    return _key_write(backend, ex, "api_key_insert", key_id, owner, role, key_hash)
 
 
 def key_bootstrap(
     backend: Backend, ex: Executor, *, key_id: str, owner: str, role: str, key_hash: str
 ) -> ApiKey:
     """Create the key, or re-enable the one with this hash (with this owner and role)."""
+    return _key_write(backend, ex, "api_key_bootstrap", key_id, owner, role, key_hash)
+
+
+def _key_write(
+    backend: Backend, ex: Executor, block: str, key_id: str, owner: str, role: str, key_hash: str
+) -> ApiKey:
     params = {
         "id": key_id,
         "owner": owner,
@@ -109,7 +108,7 @@ def key_bootstrap(
         "key_hash": key_hash,
         "now": backend.now_param(),
     }
-    return _key(backend, ex.run("api_key_bootstrap", params)[0])
+    return _key(backend, ex.run(block, params)[0])
 
 
 def key_by_hash(backend: Backend, ex: Executor, key_hash: str) -> tuple[ApiKey, str] | None:
