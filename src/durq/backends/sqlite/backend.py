@@ -62,16 +62,36 @@ class SqliteBackend(Backend):
                 timeout=self.busy_timeout_ms / 1000,
                 check_same_thread=False,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._enable_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")  # validated Literal
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.OperationalError as exc:
+            hint = (
+                "another process held it locked for longer than the busy timeout "
+                "(raise DURQ_SQLITE_BUSY_TIMEOUT_MS)"
+                if "locked" in str(exc)
+                else "check that its folder exists and is writable"
+            )
             raise DatabaseUnavailable(
-                f"cannot open SQLite database {self.path!r} (from {self.url}): {exc}. "
-                "Check that its folder exists and is writable"
+                f"cannot open SQLite database {self.path!r} (from {self.url}): {exc}; {hint}"
             ) from exc
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL needs an exclusive lock, and SQLite answers "locked" at
+        # once instead of waiting when several connections open the file together.
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     def _conn(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:  # forked: never share a parent's connections
