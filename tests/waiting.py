@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 
 def wait_until(
-    predicate: Callable[[], object], *, timeout: float, what: str, interval: float = 0.02
+    predicate: Callable[[], object], *, timeout: float = 20.0, what: str, interval: float = 0.02
 ) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -16,19 +16,10 @@ from typing import Any
 import durq
 from durq.worker.runner import Worker
 
+from ..waiting import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.worker.apps:app"
-
-
-def wait_until(
-    predicate: Callable[[], object], *, timeout: float = 20.0, what: str, interval: float = 0.02
-) -> None:
-    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def durq_env(db_url: str, **extra: str) -> dict[str, str]:
