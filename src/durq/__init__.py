@@ -19,7 +19,7 @@ from .errors import (
 from .retry import Exponential, Fail, Fixed, Retry, Snooze
 from .settings import Settings
 from .task import JobContext, Task
-from .types import Artifact, Attempt, Job, JobState, RequeueResult
+from .types import Artifact, Attempt, Finished, Job, JobState, RequeueResult
 
 __all__ = [
     "App",
@@ -32,6 +32,7 @@ __all__ = [
     "EnqueueRequest",
     "Exponential",
     "Fail",
+    "Finished",
     "Fixed",
     "IdempotencyConflict",
     "InvalidStage",

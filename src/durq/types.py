@@ -15,6 +15,7 @@ __all__ = [
     "TERMINAL_STATES",
     "Artifact",
     "Attempt",
+    "Finished",
     "Job",
     "JobState",
     "RequeueResult",
@@ -101,6 +102,22 @@ class Job:
             "last_error": self.last_error,
             "result": self.result,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """What a worker's fenced outcome write left on a job: enough to log and count it, and
+    no more (reading back the whole row would double what a finish costs the worker)."""
+
+    id: int
+    state: JobState
+    run_at: datetime
+    last_error_code: str | None = None
+    last_error: str | None = None
+
+    @classmethod
+    def of(cls, job: Job) -> Finished:
+        return cls(job.id, job.state, job.run_at, job.last_error_code, job.last_error)
 
 
 @dataclass(frozen=True, slots=True)

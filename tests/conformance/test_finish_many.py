@@ -27,9 +27,9 @@ def test_finish_many_is_fenced_and_records_attempts(app: durq.App) -> None:
     with backend.transaction() as ex:
         results = backend.job_finish_many(ex, reqs)
 
-    assert isinstance(results[0], durq.Job) and results[0].state == "succeeded"
-    assert results[0].result == {"ok": 1}
-    assert isinstance(results[1], durq.Job) and results[1].state == "retry_wait"
+    assert isinstance(results[0], durq.Finished) and results[0].state == "succeeded"
+    assert app.get_job(done.id).result == {"ok": 1}
+    assert isinstance(results[1], durq.Finished) and results[1].state == "retry_wait"
     assert results[1].last_error_code == "boom"
     assert isinstance(results[2], LeaseLost)
     assert app.get_job(stale.id).state == "running"  # the stale write changed nothing

@@ -1,6 +1,8 @@
 """The PostgreSQL claim must stay an index scan of the ready rows, however many finished
 rows the table keeps: a sequential scan or a sort of the table would make every claim
-slower as history grows. (Plans, not timings: nothing here measures speed.)"""
+slower as history grows. The worker's batched finish must fetch its jobs by primary key,
+even when the statistics say that no job is running. (Plans, not timings: nothing here
+measures speed.)"""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 import durq
+from durq import states
 
 FINISHED_ROWS = 50_000
 READY_ROWS = 200
@@ -80,3 +84,56 @@ def test_claim_reads_the_ready_index_with_50k_finished_rows(filled_pg_url: str) 
     assert not any(n["Node Type"] == "Sort" for n in nodes), (
         "the claim sorts the ready rows instead of reading them in index order"
     )
+
+
+def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
+    filled_pg_url: str,
+) -> None:
+    # The fixture analysed the table while no job was running; now a worker holds 100.
+    app = durq.App(filled_pg_url)
+    try:
+        with app.backend.transaction() as ex:
+            held = app.backend.job_claim(
+                ex, queues=["default"], worker_id="plan-check", limit=100, lease_seconds=30
+            )
+        assert len(held) == 100
+        done = states.complete()
+        params = {
+            "ids": [j.id for j in held],
+            "claim_versions": [j.claim_version for j in held],
+            "to_states": [str(done.to_state)] * 100,
+            "refunds": [0] * 100,
+            "bumps": [0] * 100,
+            "delays": [None] * 100,
+            "error_codes": [None] * 100,
+            "error_messages": [None] * 100,
+            "results": [None] * 100,
+            "worker_ids": ["plan-check"] * 100,
+            "runtimes": [0] * 100,
+            "outcomes": [done.attempt_outcome] * 100,
+        }
+        sql = app.backend.queries.pyformat["job_finish_many"]
+        assert "job_finish_many" in app.backend.queries.custom_plan
+        with psycopg.connect(filled_pg_url, row_factory=dict_row) as conn:
+            row = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params, prepare=False).fetchone()
+            conn.rollback()
+    finally:
+        app.close()
+    assert row is not None
+    plan = row["QUERY PLAN"]
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    nodes = _nodes(plan[0]["Plan"])
+    on_jobs = {
+        (n["Node Type"], n.get("Index Name"))
+        for n in nodes
+        if n.get("Relation Name") == "durq_jobs" or n.get("Index Name", "").startswith("durq_jobs")
+    }
+    assert ("Seq Scan", None) not in on_jobs, f"the finish scans durq_jobs: {on_jobs}"
+    indexes = {index for _, index in on_jobs if index}
+    assert indexes == {"durq_jobs_pkey"}, f"the finish reads durq_jobs through {indexes}"
+    for node in nodes:  # the request array must be read once, not once per job
+        if node["Node Type"] == "Nested Loop":
+            inner = [c for c in node["Plans"] if c.get("Parent Relationship") == "Inner"]
+            assert all(c["Node Type"] not in ("Function Scan", "CTE Scan") for c in inner), (
+                "the finish re-reads its request for every job (a nested loop over it)"
+            )

@@ -20,7 +20,7 @@ from typing import Any
 from .. import states
 from ..errors import InvalidStage, JobGone, JobNotFound, LeaseLost
 from ..retry import policy_from_dict
-from ..types import Artifact, Attempt, Job, JobState, WorkerInfo
+from ..types import Artifact, Attempt, Finished, Job, JobState, WorkerInfo
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
 __all__ = ["Backend", "Capabilities", "ClaimedJob", "FinishRequest", "NewJob"]
@@ -141,33 +141,44 @@ class Backend(ABC):
     # ---- rows → types ---------------------------------------------------------------------
 
     def job_from_row(self, row: Mapping[str, Any]) -> Job:
+        # On the claim path for every job: positional arguments, and no conversions the
+        # drivers already made (integers come back as int from every driver durq speaks).
         ts = self.ts_out
         return Job(
-            id=int(row["id"]),
-            queue=row["queue"],
-            task=row["task"],
-            args=_json_in(row["args"]) or {},
-            state=JobState(row["state"]),
-            stage=row["stage"],
-            priority=int(row["priority"]),
-            attempt=int(row["attempt"]),
-            max_attempts=int(row["max_attempts"]),
-            claim_version=int(row["claim_version"]),
-            worker_id=row["worker_id"],
-            run_at=ts(row["run_at"]) or _epoch(),
-            created_at=ts(row["created_at"]) or _epoch(),
-            updated_at=ts(row["updated_at"]) or _epoch(),
-            attempted_at=ts(row["attempted_at"]),
-            finished_at=ts(row["finished_at"]),
-            lease_expires_at=ts(row["lease_expires_at"]),
-            heartbeat_at=ts(row["heartbeat_at"]),
-            last_error_code=row["last_error_code"],
-            last_error=row["last_error"],
-            result=_json_in(row["result"]),
-            retry_policy=_json_in(row["retry_policy"]) or {},
-            cancel_requested=bool(row["cancel_requested"]),
-            created_by=row["created_by"],
-            idempotency_key=row["idempotency_key"],
+            row["id"],
+            row["queue"],
+            row["task"],
+            _json_in(row["args"]) or {},
+            _STATES[row["state"]],
+            row["stage"],
+            row["priority"],
+            row["attempt"],
+            row["max_attempts"],
+            row["claim_version"],
+            row["worker_id"],
+            ts(row["run_at"]) or _epoch(),
+            ts(row["created_at"]) or _epoch(),
+            ts(row["updated_at"]) or _epoch(),
+            ts(row["attempted_at"]),
+            ts(row["finished_at"]),
+            ts(row["lease_expires_at"]),
+            ts(row["heartbeat_at"]),
+            row["last_error_code"],
+            row["last_error"],
+            _json_in(row["result"]),
+            _json_in(row["retry_policy"]) or {},
+            bool(row["cancel_requested"]),
+            row["created_by"],
+            row["idempotency_key"],
+        )
+
+    def finished_from_row(self, row: Mapping[str, Any]) -> Finished:
+        return Finished(
+            row["id"],
+            _STATES[row["state"]],
+            self.ts_out(row["run_at"]) or _epoch(),
+            row["last_error_code"],
+            row["last_error"],
         )
 
     # ---- enqueue ---------------------------------------------------------------------------
@@ -556,15 +567,22 @@ class Backend(ABC):
 
     # ---- worker runtime: batched writes, the registry, maintenance ----------------------
 
-    def job_finish_many(self, ex: Executor, reqs: Sequence[FinishRequest]) -> list[Job | LeaseLost]:
+    def job_finish_many(
+        self, ex: Executor, reqs: Sequence[FinishRequest]
+    ) -> list[Finished | LeaseLost]:
         """Many fenced outcome writes in one transaction; a lost lease is reported per job."""
-        out: list[Job | LeaseLost] = []
+        out: list[Finished | LeaseLost] = []
         for req in reqs:
             try:
-                out.append(self.job_finish(ex, req))
+                out.append(Finished.of(self.job_finish(ex, req)))
             except LeaseLost as exc:
                 out.append(exc)
         return out
+
+    def finish_batch(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
+        """The worker's batched outcome write, in a transaction of its own."""
+        with self.transaction() as ex:
+            return self.job_finish_many(ex, reqs)
 
     def job_next_due(self, ex: Executor, queues: Sequence[str]) -> float | None:
         """Seconds until the next scheduled job of ``queues`` comes due, or None."""
@@ -684,9 +702,14 @@ def _claim_order(job: Job) -> tuple[int, datetime, int]:
     return (job.priority, job.run_at, job.id)
 
 
+_STATES: dict[str, JobState] = {str(state): state for state in JobState}
+
+
 def _json_in(value: Any) -> Any:
     if value is None:
         return None
+    if value == "{}":  # most jobs' retry_policy: skip the parser
+        return {}
     if isinstance(value, str | bytes | bytearray):
         return json.loads(value)
     return value

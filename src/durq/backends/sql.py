@@ -20,6 +20,9 @@ __all__ = ["Executor", "Queries", "load_queries"]
 _NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _PARAM_RE = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _MACRO_RE = re.compile(r"\{([a-z_]+)\}")
+#: A block whose header says ``-- plan: custom`` is planned for its actual parameters on
+#: every run, never from a cached generic plan (see job_finish_many for why).
+_CUSTOM_PLAN_RE = re.compile(r"^--\s*plan:\s*custom\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class Queries:
 
     named: Mapping[str, str]
     pyformat: Mapping[str, str]
+    custom_plan: frozenset[str] = frozenset()
 
     def __getitem__(self, name: str) -> str:
         return self.named[name]
@@ -35,6 +39,7 @@ class Queries:
 
 def load_queries(directory: Path) -> Queries:
     blocks: dict[str, str] = {}
+    custom_plan: set[str] = set()
     for path in sorted(directory.glob("*.sql")):
         text = path.read_text()
         matches = list(_NAME_RE.finditer(text))
@@ -44,11 +49,13 @@ def load_queries(directory: Path) -> Queries:
             if name in blocks:
                 raise RuntimeError(f"SQL block {name!r} is defined twice (in {path.name})")
             blocks[name] = text[match.end() : end].strip().rstrip(";")
+            if _CUSTOM_PLAN_RE.search(blocks[name]):
+                custom_plan.add(name)
     expanded = {name: _expand(sql, blocks) for name, sql in blocks.items()}
     pyformat = {
         name: _PARAM_RE.sub(r"%(\1)s", sql.replace("%", "%%")) for name, sql in expanded.items()
     }
-    return Queries(expanded, pyformat)
+    return Queries(expanded, pyformat, frozenset(custom_plan))
 
 
 def _expand(sql: str, blocks: Mapping[str, str]) -> str:
@@ -82,7 +89,10 @@ class PsycopgExecutor:
             # (cursor.description builds a Column object per column on every call, which
             # costs more client time than a small statement itself.)
             with self.conn.cursor() as cur:
-                cur.execute(self.queries.pyformat[name], params or {})
+                # psycopg prepares a statement after a few runs; the server then may switch
+                # to a generic plan, which a block marked ``plan: custom`` must not get.
+                prepare = False if name in self.queries.custom_plan else None
+                cur.execute(self.queries.pyformat[name], params or {}, prepare=prepare)
                 result = cur.pgresult
                 if result is None or not result.nfields:
                     return []

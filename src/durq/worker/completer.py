@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import FinishRequest
 from ..errors import LeaseLost
-from ..types import Job
+from ..types import Finished
 from .inflight import InFlight, InFlightJobs
 
 if TYPE_CHECKING:
@@ -30,12 +30,16 @@ __all__ = ["Completer"]
 log = logging.getLogger("durq.worker")
 
 DbCall = Callable[..., Awaitable[Any]]
-#: What a write produced for one job: the job after it, LeaseLost, or None (gave up).
-Written = Job | LeaseLost | None
+#: What a write produced for one job: what it left, LeaseLost, or None (gave up).
+Written = Finished | LeaseLost | None
 OnWritten = Callable[[InFlight, FinishRequest, Written], None]
 
 #: At most this many outcomes per transaction.
 MAX_BATCH = 200
+#: Writes in flight at once. Two keep the database busy while the worker handles the
+#: answer to the last one (a finish waits on its commit's flush); each write is fenced
+#: per job, so their order does not matter.
+WRITERS = 2
 
 
 class Completer:
@@ -68,15 +72,30 @@ class Completer:
         self._queue.put_nowait((entry, req))
 
     async def run(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                await self._write(batch)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
+        writers = asyncio.Semaphore(WRITERS)
+        writing: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await writers.acquire()
+                batch = [await self._queue.get()]
+                while len(batch) < MAX_BATCH and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                task = asyncio.get_running_loop().create_task(self._write_batch(batch, writers))
+                writing.add(task)
+                task.add_done_callback(writing.discard)
+        finally:
+            for task in writing:
+                task.cancel()
+
+    async def _write_batch(
+        self, batch: list[tuple[InFlight, FinishRequest]], writers: asyncio.Semaphore
+    ) -> None:
+        try:
+            await self._write(batch)
+        finally:
+            writers.release()
+            for _ in batch:
+                self._queue.task_done()
 
     async def flush(self, timeout: float) -> bool:
         """Wait until every submitted outcome is written; False if ``timeout`` passed."""
@@ -100,7 +119,7 @@ class Completer:
         failures = 0
         while True:
             try:
-                results = await self.db(self._finish_many, reqs)
+                results = await self.db(self.app.backend.finish_batch, reqs)
                 break
             except Exception as exc:  # the database is away: keep the outcomes, retry
                 if self._giving_up:
@@ -118,14 +137,9 @@ class Completer:
                 await asyncio.sleep(delay)
         self.batches += 1
         for (entry, req), result in zip(batch, results, strict=True):
-            if isinstance(result, Job):
+            if isinstance(result, Finished):
                 self.written += 1
             self.on_written(entry, req, result)
-
-    def _finish_many(self, reqs: list[FinishRequest]) -> list[Job | LeaseLost]:
-        backend = self.app.backend
-        with backend.transaction() as ex:
-            return backend.job_finish_many(ex, reqs)
 
     # ---- heartbeats --------------------------------------------------------------------
 

@@ -55,7 +55,12 @@ def _unknown(app: App, job: Job) -> Retry:
     )
 
 
+_PLAIN = frozenset({str, int, bool})  # always JSON; a float may be NaN
+
+
 def _check_result(value: Any) -> Outcome:
+    if value is None or type(value) in _PLAIN:
+        return Success(value)
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -141,7 +141,9 @@ class Producer:
 
     def _claim(self, limit: int) -> list[Job]:
         backend = self.app.backend
-        with backend.transaction() as ex:
+        # Each claim statement stands alone (one per queue), so on PostgreSQL it commits by
+        # itself: no BEGIN and COMMIT round trips. SQLite still takes its write lock.
+        with backend.autocommit() as ex:
             return backend.job_claim(
                 ex,
                 queues=self.queues,

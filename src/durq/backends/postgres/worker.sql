@@ -77,7 +77,11 @@ INSERT INTO durq_tombstones (job_id) SELECT unnest(CAST(:ids AS bigint[]))
 ON CONFLICT (job_id) DO NOTHING
 
 -- name: job_delete_many
--- Attempts and artifacts go with their job (ON DELETE CASCADE).
+-- Attempts go with their job here (they have no foreign key, see migration 0004);
+-- artifacts by ON DELETE CASCADE.
+WITH attempts AS (
+    DELETE FROM durq_attempts WHERE job_id = ANY(CAST(:ids AS bigint[]))
+)
 DELETE FROM durq_jobs WHERE id = ANY(CAST(:ids AS bigint[]))
 
 -- name: tombstone_prune
