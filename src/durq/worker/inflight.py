@@ -81,7 +81,7 @@ class InFlightJobs:
 
     @property
     def free(self) -> int:
-        return max(0, min(self.concurrency - self._running, 3 * self.concurrency - len(self._jobs)))
+        return max(0, min(self.concurrency - self._running, 2 * self.concurrency - len(self._jobs)))
 
     def add(self, job: Job) -> InFlight:
         entry = InFlight(job)
