@@ -116,8 +116,8 @@ def retry(delay: float, code: str, message: str, *, lost: bool = False) -> Chang
         W,
         "lost" if lost else "failed",
         delay=delay,
-        error_code=code,
-        error_message=message,
+        error_code=storable(code),
+        error_message=storable(message),
         bump_version=lost,
     )
 
@@ -127,8 +127,8 @@ def dead_letter(code: str, message: str, *, lost: bool = False) -> Change:
         "reclaim" if lost else "dead_letter",
         D,
         "lost" if lost else "failed",
-        error_code=code,
-        error_message=message,
+        error_code=storable(code),
+        error_message=storable(message),
         bump_version=lost,
     )
 
@@ -233,3 +233,12 @@ def outcome_to_change(
 def _message(exc: BaseException) -> str:
     text = str(exc)
     return text if text else type(exc).__name__
+
+
+def storable(text: str) -> str:
+    """``text`` as every database can store it: a NUL (which PostgreSQL text refuses) and
+    unpaired surrogates (which UTF-8 cannot encode) are written as escapes. An error message
+    is whatever a task raised; it must never make its outcome unwritable."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")

@@ -7,6 +7,7 @@ import durq
 from durq import states
 from durq.backends.base import FinishRequest
 from durq.errors import LeaseLost
+from durq.testing import run_inline
 
 
 def test_finish_many_is_fenced_and_records_attempts(app: durq.App) -> None:
@@ -36,3 +37,47 @@ def test_finish_many_is_fenced_and_records_attempts(app: durq.App) -> None:
     assert [a.outcome for a in app.attempts(done.id)] == ["succeeded"]
     assert [a.runtime_ms for a in app.attempts(failed.id)] == [7]
     assert app.attempts(stale.id) == []
+
+
+def test_finish_many_stores_any_error_text_and_unicode_results(app: durq.App) -> None:
+    # An error message is whatever a task raised: a NUL or an unpaired surrogate in it must
+    # not make the outcome unwritable (the completer would retry the batch forever).
+    for n in range(2):
+        app.enqueue("batch.text", {"n": n})
+    backend = app.backend
+    with backend.transaction() as ex:
+        failed, done = backend.job_claim(
+            ex, queues=["default"], worker_id="w1", limit=2, lease_seconds=30
+        )
+    result = {"é": "ü ☃", "n": 1.5, "items": [1, None, True], "nested": {"s": 'q"\\'}}
+    reqs = [
+        FinishRequest(
+            failed.id,
+            failed.claim_version,
+            "w1",
+            states.retry(5, "bad\x00code", "a\x00b\udc80c"),
+            1,
+        ),
+        FinishRequest(done.id, done.claim_version, "w1", states.complete(result), 2),
+    ]
+    results = backend.finish_batch(reqs)
+
+    assert [type(r) for r in results] == [durq.Finished, durq.Finished]
+    assert app.get_job(failed.id).last_error == "a\\x00b\\udc80c"
+    assert app.get_job(failed.id).last_error_code == "bad\\x00code"
+    assert app.get_job(done.id).result == result
+    assert [a.outcome for a in app.attempts(done.id)] == ["succeeded"]
+    assert [a.error_message for a in app.attempts(failed.id)] == ["a\\x00b\\udc80c"]
+
+
+def test_a_result_the_database_cannot_store_fails_the_attempt_with_a_clear_error(
+    app: durq.App,
+) -> None:
+    @app.task(name="batch.nul")
+    def nul() -> str:
+        return "binary\x00data"
+
+    after = run_inline(app, "batch.nul")
+    assert after.state == "dead_letter"
+    assert after.last_error_code == "result_not_json"
+    assert "NUL" in (after.last_error or "")

@@ -16,6 +16,8 @@ from psycopg.rows import dict_row
 
 import durq
 from durq import states
+from durq.backends.base import FinishRequest
+from durq.backends.postgres.backend import PostgresBackend
 
 FINISHED_ROWS = 50_000
 READY_ROWS = 200
@@ -97,21 +99,10 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
                 ex, queues=["default"], worker_id="plan-check", limit=100, lease_seconds=30
             )
         assert len(held) == 100
-        done = states.complete()
-        params = {
-            "ids": [j.id for j in held],
-            "claim_versions": [j.claim_version for j in held],
-            "to_states": [str(done.to_state)] * 100,
-            "refunds": [0] * 100,
-            "bumps": [0] * 100,
-            "delays": [None] * 100,
-            "error_codes": [None] * 100,
-            "error_messages": [None] * 100,
-            "results": [None] * 100,
-            "worker_ids": ["plan-check"] * 100,
-            "runtimes": [0] * 100,
-            "outcomes": [done.attempt_outcome] * 100,
-        }
+        reqs = [
+            FinishRequest(j.id, j.claim_version, "plan-check", states.complete(), 0) for j in held
+        ]
+        params = PostgresBackend.finish_many_params(reqs)
         sql = app.backend.queries.pyformat["job_finish_many"]
         assert "job_finish_many" in app.backend.queries.custom_plan
         with psycopg.connect(filled_pg_url, row_factory=dict_row) as conn:

@@ -12,7 +12,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -141,35 +141,40 @@ class Backend(ABC):
     # ---- rows → types ---------------------------------------------------------------------
 
     def job_from_row(self, row: Mapping[str, Any]) -> Job:
-        # On the claim path for every job: positional arguments, and no conversions the
-        # drivers already made (integers come back as int from every driver durq speaks).
+        return self.job_from_values([row[name] for name in JOB_FIELDS])
+
+    def job_from_values(self, v: Sequence[Any]) -> Job:
+        """A ``Job`` from one row of ``{job_columns}``, whose order is ``Job``'s own.
+
+        On the claim path for every job: positional, and no conversions the drivers already
+        made (integers come back as int from every driver durq speaks)."""
         ts = self.ts_out
         return Job(
-            row["id"],
-            row["queue"],
-            row["task"],
-            _json_in(row["args"]) or {},
-            _STATES[row["state"]],
-            row["stage"],
-            row["priority"],
-            row["attempt"],
-            row["max_attempts"],
-            row["claim_version"],
-            row["worker_id"],
-            ts(row["run_at"]) or _epoch(),
-            ts(row["created_at"]) or _epoch(),
-            ts(row["updated_at"]) or _epoch(),
-            ts(row["attempted_at"]),
-            ts(row["finished_at"]),
-            ts(row["lease_expires_at"]),
-            ts(row["heartbeat_at"]),
-            row["last_error_code"],
-            row["last_error"],
-            _json_in(row["result"]),
-            _json_in(row["retry_policy"]) or {},
-            bool(row["cancel_requested"]),
-            row["created_by"],
-            row["idempotency_key"],
+            v[0],
+            v[1],
+            v[2],
+            _json_in(v[3]) or {},
+            _STATES[v[4]],
+            v[5],
+            v[6],
+            v[7],
+            v[8],
+            v[9],
+            v[10],
+            ts(v[11]) or _epoch(),
+            ts(v[12]) or _epoch(),
+            ts(v[13]) or _epoch(),
+            ts(v[14]),
+            ts(v[15]),
+            ts(v[16]),
+            ts(v[17]),
+            v[18],
+            v[19],
+            _json_in(v[20]),
+            _json_in(v[21]) or {},
+            bool(v[22]),
+            v[23],
+            v[24],
         )
 
     def finished_from_row(self, row: Mapping[str, Any]) -> Finished:
@@ -346,7 +351,7 @@ class Backend(ABC):
         now = self.now_param()
         claimed: list[Job] = []
         for queue in order:
-            rows = ex.run(
+            rows = ex.values(
                 "job_claim",
                 {
                     "queue": queue,
@@ -356,7 +361,7 @@ class Backend(ABC):
                     "now": now,
                 },
             )
-            claimed.extend(self.job_from_row(r) for r in rows)
+            claimed.extend(map(self.job_from_values, rows))
             if len(claimed) >= limit:
                 break
         return sorted(claimed, key=_claim_order)
@@ -703,6 +708,8 @@ def _claim_order(job: Job) -> tuple[int, datetime, int]:
 
 
 _STATES: dict[str, JobState] = {str(state): state for state in JobState}
+#: ``Job``'s fields, in the order of every dialect's ``{job_columns}`` block.
+JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Job))
 
 
 def _json_in(value: Any) -> Any:

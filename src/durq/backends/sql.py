@@ -8,12 +8,13 @@ Nothing is ever assembled from user input: parameters are always bound.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from psycopg import Connection as PsycopgConnection
+from psycopg.rows import tuple_row
 
 __all__ = ["Executor", "Queries", "load_queries"]
 
@@ -69,6 +70,11 @@ class Executor(Protocol):
 
     def run(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]: ...
 
+    def values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
+        """Like :meth:`run`, but each row as a sequence in the block's column order (the
+        hot paths skip building a dict per row)."""
+        ...
+
 
 _COLUMNS: dict[str, list[str]] = {}  # column names of each named block's result
 
@@ -88,11 +94,8 @@ class PsycopgExecutor:
             # A named block always returns the same columns: read their names once.
             # (cursor.description builds a Column object per column on every call, which
             # costs more client time than a small statement itself.)
-            with self.conn.cursor() as cur:
-                # psycopg prepares a statement after a few runs; the server then may switch
-                # to a generic plan, which a block marked ``plan: custom`` must not get.
-                prepare = False if name in self.queries.custom_plan else None
-                cur.execute(self.queries.pyformat[name], params or {}, prepare=prepare)
+            with self.conn.cursor(row_factory=tuple_row) as cur:
+                self._execute3(cur, name, params)
                 result = cur.pgresult
                 if result is None or not result.nfields:
                     return []
@@ -108,6 +111,19 @@ class PsycopgExecutor:
                 return []
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+    def values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
+        if not self._psycopg3:
+            return [tuple(row.values()) for row in self.run(name, params)]
+        with self.conn.cursor(row_factory=tuple_row) as cur:
+            self._execute3(cur, name, params)
+            return cur.fetchall() if cur.pgresult is not None and cur.pgresult.nfields else []
+
+    def _execute3(self, cur: Any, name: str, params: Mapping[str, Any] | None) -> None:
+        # psycopg prepares a statement after a few runs; the server then may switch to a
+        # generic plan, which a block marked ``plan: custom`` must not get.
+        prepare = False if name in self.queries.custom_plan else None
+        cur.execute(self.queries.pyformat[name], params or {}, prepare=prepare)
 
 
 class SqliteExecutor:
@@ -125,6 +141,10 @@ class SqliteExecutor:
             return []
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+    def values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
+        cur = self.conn.execute(self.queries.named[name], params or {})
+        return cur.fetchall() if cur.description is not None else []
 
 
 class SqlAlchemyExecutor:
@@ -145,6 +165,9 @@ class SqlAlchemyExecutor:
         if not result.returns_rows:
             return []
         return [dict(row) for row in result.mappings().all()]
+
+    def values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
+        return [tuple(row.values()) for row in self.run(name, params)]
 
 
 def split_statements(script: str) -> list[str]:

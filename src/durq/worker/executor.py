@@ -55,21 +55,35 @@ def _unknown(app: App, job: Job) -> Retry:
     )
 
 
-_PLAIN = frozenset({str, int, bool})  # always JSON; a float may be NaN
-
-
 def _check_result(value: Any) -> Outcome:
-    if value is None or type(value) in _PLAIN:
+    if value is None or type(value) in (int, bool):
         return Success(value)
     try:
-        json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")  # an unpaired surrogate cannot be stored
     except (TypeError, ValueError) as exc:
         return Fail(
             "result_not_json",
             f"the task returned a {type(value).__name__}, which is not JSON-serialisable "
             f"({exc}); return plain JSON types (dict, list, str, int, float, bool, None)",
         )
+    if "\\u0000" in text and _has_nul(value):
+        return Fail(
+            "result_not_json",
+            "the task's result holds a NUL character (\\x00), which the database cannot "
+            "store in JSON; encode binary data (e.g. base64) or drop the NUL",
+        )
     return Success(value)
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def execute_sync(app: App, job: Job, worker_id: str) -> ExecutionResult:

@@ -229,26 +229,32 @@ class PostgresBackend(Backend):
         whose lease was lost comes back as ``LeaseLost``."""
         if not reqs or any(req.artifacts for req in reqs):
             return super().job_finish_many(ex, reqs)
-        changes = [req.change for req in reqs]
-        rows = ex.run(
-            "job_finish_many",
-            {
-                "ids": [req.job_id for req in reqs],
-                "claim_versions": [req.claim_version for req in reqs],
-                "to_states": [str(c.to_state) for c in changes],
-                "refunds": [1 if c.refund_attempt else 0 for c in changes],
-                "bumps": [1 if c.bump_version else 0 for c in changes],
-                "delays": [c.delay for c in changes],
-                "error_codes": [c.error_code for c in changes],
-                "error_messages": [c.error_message for c in changes],
-                "results": [None if c.result is None else json.dumps(c.result) for c in changes],
-                "worker_ids": [req.worker_id for req in reqs],
-                "runtimes": [req.runtime_ms for req in reqs],
-                "outcomes": [c.attempt_outcome for c in changes],
-            },
-        )
+        rows = ex.run("job_finish_many", self.finish_many_params(reqs))
         written = {row["id"]: self.finished_from_row(row) for row in rows}
         return [written.get(req.job_id) or LeaseLost(req.job_id, req.claim_version) for req in reqs]
+
+    @staticmethod
+    def finish_many_params(reqs: Sequence[FinishRequest]) -> dict[str, Any]:
+        """``job_finish_many``'s parameters: the requests as one JSON array of rows."""
+        batch = [
+            [
+                req.job_id,
+                req.claim_version,
+                str(c.to_state),
+                1 if c.refund_attempt else 0,
+                1 if c.bump_version else 0,
+                c.delay,
+                c.error_code,
+                c.error_message,
+                c.result,
+                req.worker_id,
+                req.runtime_ms,
+                c.attempt_outcome,
+            ]
+            for req in reqs
+            for c in (req.change,)
+        ]
+        return {"batch": _compact_json(batch)}
 
     def finish_batch(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
         if any(req.artifacts for req in reqs):
@@ -273,6 +279,9 @@ class PostgresBackend(Backend):
             },
         )
         return {int(r["id"]): bool(r["cancel_requested"]) for r in rows}
+
+
+_compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

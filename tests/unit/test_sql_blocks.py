@@ -1,0 +1,32 @@
+"""The named SQL blocks keep the promises the Python side relies on."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import durq.backends
+from durq.backends.base import JOB_FIELDS
+from durq.backends.sql import load_queries
+
+DIALECTS = sorted(
+    p.name for p in Path(durq.backends.__file__).parent.iterdir() if (p / "queries.sql").exists()
+)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_job_columns_come_in_the_order_of_jobs_fields(dialect: str) -> None:
+    # The claim decodes rows by position (Backend.job_from_values).
+    block = load_queries(Path(durq.backends.__file__).parent / dialect)["job_columns"]
+    names = [
+        re.sub(r"(?is)^.*\bAS\s+(\w+)$", r"\1", column.strip())
+        for column in re.split(r",(?![^(]*\))", block)
+    ]
+    assert names == list(JOB_FIELDS)
+
+
+def test_only_the_batched_finish_is_planned_per_run() -> None:
+    queries = load_queries(Path(durq.backends.__file__).parent / "postgres")
+    assert queries.custom_plan == {"job_finish_many"}
