@@ -177,6 +177,41 @@ class Backend(ABC):
             v[24],
         )
 
+    def job_from_new(
+        self,
+        new: NewJob,
+        job_id: int,
+        run_at: datetime,
+        created_at: datetime,
+        policies: dict[str, dict[str, Any]] | None = None,
+    ) -> Job:
+        """The ``Job`` a just-inserted ``new`` became: only the id and the database's clock
+        come back from the insert. ``policies`` caches decoded retry policies per batch."""
+        policy = policies.get(new.retry_policy_json) if policies is not None else None
+        if policy is None:
+            policy = json.loads(new.retry_policy_json)
+            if policies is not None:
+                policies[new.retry_policy_json] = policy
+        return Job(
+            id=job_id,
+            queue=new.queue,
+            task=new.task,
+            args=json.loads(new.args_json),
+            state=JobState.QUEUED,
+            stage=None,
+            priority=new.priority,
+            attempt=0,
+            max_attempts=new.max_attempts,
+            claim_version=0,
+            worker_id=None,
+            run_at=run_at,
+            created_at=created_at,
+            updated_at=created_at,
+            retry_policy=dict(policy),
+            created_by=new.created_by,
+            idempotency_key=new.idempotency_key,
+        )
+
     def finished_from_row(self, row: Mapping[str, Any]) -> Finished:
         return Finished(
             row["id"],
@@ -206,7 +241,10 @@ class Backend(ABC):
             if rows:
                 ex.run("idem_delete", key)
         row = ex.run("job_insert", self._insert_params(new, now))[0]
-        job = self.job_from_row(row)
+        created_at = self.ts_out(row["created_at"]) or _epoch()
+        job = self.job_from_new(
+            new, row["id"], self.ts_out(row["run_at"]) or created_at, created_at
+        )
         if new.idempotency_key is None:
             return job, True
         scope = new.idempotency_scope or new.task

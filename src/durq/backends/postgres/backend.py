@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
-from ...types import Finished, Job, JobState
+from ...types import Finished, Job
 from ..base import Backend, Capabilities, FinishRequest, NewJob
 from ..sql import Executor, PsycopgExecutor, migrations_in
 
@@ -193,32 +193,10 @@ class PostgresBackend(Backend):
                 )
         ex.run("job_notify", {"queues": sorted({j.queue for j in jobs})})
         policies: dict[str, dict[str, Any]] = {}
-        out = []
-        for job_id, new in zip(ids, jobs, strict=True):
-            policy = policies.get(new.retry_policy_json)
-            if policy is None:
-                policy = policies[new.retry_policy_json] = json.loads(new.retry_policy_json)
-            out.append(
-                Job(
-                    id=job_id,
-                    queue=new.queue,
-                    task=new.task,
-                    args=json.loads(new.args_json),
-                    state=JobState.QUEUED,
-                    stage=None,
-                    priority=new.priority,
-                    attempt=0,
-                    max_attempts=new.max_attempts,
-                    claim_version=0,
-                    worker_id=None,
-                    run_at=now,
-                    created_at=now,
-                    updated_at=now,
-                    retry_policy=dict(policy),
-                    created_by=new.created_by,
-                )
-            )
-        return out
+        return [
+            self.job_from_new(new, job_id, now, now, policies)
+            for job_id, new in zip(ids, jobs, strict=True)
+        ]
 
     # ---- the worker's batched writes: one statement each -------------------------------
 

@@ -7,6 +7,7 @@ lease_expires_at, heartbeat_at, last_error_code, last_error, CAST(result AS text
 CAST(retry_policy AS text) AS retry_policy, cancel_requested, created_by, idempotency_key
 
 -- name: job_insert
+-- Only the id and the clock come back: the rest of the Job is what was sent.
 -- The NOTIFY is delivered at commit, once per queue per transaction (PostgreSQL folds
 -- identical notifications), so idle workers wake without polling.
 WITH ins AS (
@@ -15,7 +16,7 @@ INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_
 VALUES (:queue, :task, CAST(:args AS jsonb), :priority,
         COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay AS float8))),
         :max_attempts, CAST(:retry_policy AS jsonb), :created_by, :idempotency_key)
-RETURNING {job_columns}
+RETURNING id, queue, run_at, created_at
 )
 SELECT ins.*, pg_notify('durq_jobs', ins.queue) AS notified FROM ins
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError, DatabaseUnavailable, SchemaOutOfDate
-from ...types import Job
+from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
+from ...types import Finished, Job
 from ..base import Backend, Capabilities, FinishRequest, nearest_rank
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
 
@@ -218,6 +218,55 @@ class SqliteBackend(Backend):
             },
         )
 
+    def job_finish_many(
+        self, ex: Executor, reqs: Sequence[FinishRequest]
+    ) -> list[Finished | LeaseLost]:
+        """All outcomes in two statements (the jobs, then their attempt records); a request
+        whose lease was lost comes back as ``LeaseLost``."""
+        if not reqs or any(req.artifacts for req in reqs):
+            return super().job_finish_many(ex, reqs)
+        now = time.time()
+        batch = [
+            [
+                req.job_id,
+                req.claim_version,
+                str(c.to_state),
+                1 if c.refund_attempt else 0,
+                1 if c.bump_version else 0,
+                c.delay,
+                c.error_code,
+                c.error_message,
+                None if c.result is None else _compact_json(c.result),
+            ]
+            for req in reqs
+            for c in (req.change,)
+        ]
+        rows = ex.run("job_finish_many", {"batch": _compact_json(batch), "now": now})
+        by_id = {req.job_id: req for req in reqs}
+        attempts = []
+        written: dict[int, Finished] = {}
+        for row in rows:
+            req = by_id[row["id"]]
+            change = req.change
+            state = row["state"]
+            attempts.append(
+                [
+                    row["id"],
+                    row["attempt"] + (1 if change.refund_attempt else 0),
+                    req.claim_version,
+                    req.worker_id,
+                    row["attempted_at"],
+                    req.runtime_ms,
+                    "cancelled" if state == "cancelled" else change.attempt_outcome,
+                    change.error_code,
+                    change.error_message,
+                ]
+            )
+            written[row["id"]] = self.finished_from_row(row)
+        if attempts:
+            ex.run("attempt_insert_many", {"batch": _compact_json(attempts), "now": now})
+        return [written.get(req.job_id) or LeaseLost(req.job_id, req.claim_version) for req in reqs]
+
     def _ready_ages(self, ex: Executor) -> list[dict[str, Any]]:
         now = time.time()
         rows = ex.run("queue_ready_ages", {"now": now})
@@ -226,6 +275,9 @@ class SqliteBackend(Backend):
             at = ex.run("queue_ready_age_at", {"queue": row["queue"], "rank": rank, "now": now})
             row["p95_age"] = at[0]["age"] if at else row["oldest_age"]
         return rows
+
+
+_compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 @contextmanager

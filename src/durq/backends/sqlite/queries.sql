@@ -8,11 +8,12 @@ lease_expires_at, heartbeat_at, last_error_code, last_error, result,
 retry_policy, cancel_requested, created_by, idempotency_key
 
 -- name: job_insert
+-- Only the id and the clock come back: the rest of the Job is what was sent.
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
                        created_by, idempotency_key, created_at, updated_at)
 VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_attempts,
         :retry_policy, :created_by, :idempotency_key, :now, :now)
-RETURNING {job_columns}
+RETURNING id, run_at, created_at
 
 -- name: job_delete
 DELETE FROM durq_jobs WHERE id = :id
@@ -95,6 +96,48 @@ SET state = CASE WHEN cancel_requested AND :to_state <> 'succeeded'
     updated_at = :now
 WHERE id = :id AND claim_version = :claim_version AND state = 'running'
 RETURNING {job_columns}
+
+-- name: job_finish_many
+-- Many fenced outcome writes in one statement (the worker's completer batches them), with
+-- the same rules as job_finish. The request is one JSON array of [id, claim_version,
+-- to_state, refund, bump, delay, error_code, error_message, result (JSON text)] rows;
+-- a row whose lease was lost matches nothing and is absent from the result.
+UPDATE durq_jobs
+SET state = CASE WHEN cancel_requested AND r_to_state <> 'succeeded'
+                 THEN 'cancelled' ELSE r_to_state END,
+    stage = NULL,
+    attempt = attempt - r_refund,
+    claim_version = claim_version + r_bump,
+    run_at = CASE WHEN r_delay IS NULL THEN run_at ELSE :now + r_delay END,
+    finished_at = CASE WHEN (cancel_requested AND r_to_state <> 'succeeded')
+                         OR r_to_state IN ('succeeded', 'dead_letter', 'cancelled')
+                       THEN :now END,
+    lease_expires_at = NULL,
+    last_error_code = r_error_code,
+    last_error = r_error_message,
+    result = r_result,
+    updated_at = :now
+FROM (SELECT json_extract(value, '$[0]') AS r_id, json_extract(value, '$[1]') AS r_claim_version,
+             json_extract(value, '$[2]') AS r_to_state, json_extract(value, '$[3]') AS r_refund,
+             json_extract(value, '$[4]') AS r_bump, json_extract(value, '$[5]') AS r_delay,
+             json_extract(value, '$[6]') AS r_error_code,
+             json_extract(value, '$[7]') AS r_error_message,
+             json_extract(value, '$[8]') AS r_result
+      FROM json_each(:batch))
+WHERE durq_jobs.id = r_id AND durq_jobs.claim_version = r_claim_version
+  AND durq_jobs.state = 'running'
+RETURNING id, state, attempt, run_at, attempted_at, last_error_code, last_error
+
+-- name: attempt_insert_many
+-- The attempt records of a job_finish_many, as one JSON array of [job_id, attempt,
+-- claim_version, worker_id, started_at, runtime_ms, outcome, error_code, error_message].
+INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                           finished_at, runtime_ms, outcome, error_code, error_message)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), :now,
+       json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
+       json_extract(value, '$[8]')
+FROM json_each(:batch)
 
 -- name: attempt_insert
 INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
