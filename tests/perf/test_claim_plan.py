@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+from psycopg.sql import SQL, Literal
 
 import durq
 from durq import states
@@ -88,10 +89,12 @@ def test_claim_reads_the_ready_index_with_50k_finished_rows(filled_pg_url: str) 
     )
 
 
+@pytest.mark.parametrize("plan_mode", ["custom", "generic"])
 def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
-    filled_pg_url: str,
+    filled_pg_url: str, plan_mode: str
 ) -> None:
     # The fixture analysed the table while no job was running; now a worker holds 100.
+    # "generic" is the cached plan a prepared statement switches to after a few runs.
     app = durq.App(filled_pg_url)
     try:
         with app.backend.transaction() as ex:
@@ -102,11 +105,16 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
         reqs = [
             FinishRequest(j.id, j.claim_version, "plan-check", states.complete(), 0) for j in held
         ]
-        params = PostgresBackend.finish_many_params(reqs)
-        sql = app.backend.queries.pyformat["job_finish_many"]
-        assert "job_finish_many" in app.backend.queries.custom_plan
+        batch = PostgresBackend.finish_many_params(reqs)["batch"]
+        pyformat = app.backend.queries.pyformat["job_finish_many"]
+        assert set(re.findall(r"%\((\w+)\)s", pyformat)) == {"batch"}
+        statement = pyformat.replace("%(batch)s", "$1").replace("%%", "%")
         with psycopg.connect(filled_pg_url, row_factory=dict_row) as conn:
-            row = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params, prepare=False).fetchone()
+            conn.execute(SQL("SET plan_cache_mode = {}").format(Literal(f"force_{plan_mode}_plan")))
+            conn.execute(SQL("PREPARE finish(text) AS {}").format(SQL(statement)))  # type: ignore[arg-type]
+            row = conn.execute(
+                SQL("EXPLAIN (FORMAT JSON) EXECUTE finish({})").format(Literal(batch))
+            ).fetchone()
             conn.rollback()
     finally:
         app.close()
@@ -122,7 +130,7 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
     assert ("Seq Scan", None) not in on_jobs, f"the finish scans durq_jobs: {on_jobs}"
     indexes = {index for _, index in on_jobs if index}
     assert indexes == {"durq_jobs_pkey"}, f"the finish reads durq_jobs through {indexes}"
-    for node in nodes:  # the request array must be read once, not once per job
+    for node in nodes:  # the request must be read once, not once per job
         if node["Node Type"] == "Nested Loop":
             inner = [c for c in node["Plans"] if c.get("Parent Relationship") == "Inner"]
             assert all(c["Node Type"] not in ("Function Scan", "CTE Scan") for c in inner), (

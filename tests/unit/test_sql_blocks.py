@@ -25,8 +25,3 @@ def test_job_columns_come_in_the_order_of_jobs_fields(dialect: str) -> None:
         for column in re.split(r",(?![^(]*\))", block)
     ]
     assert names == list(JOB_FIELDS)
-
-
-def test_only_the_batched_finish_is_planned_per_run() -> None:
-    queries = load_queries(Path(durq.backends.__file__).parent / "postgres")
-    assert queries.custom_plan == {"job_finish_many"}

@@ -21,9 +21,6 @@ __all__ = ["Executor", "Queries", "load_queries"]
 _NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _PARAM_RE = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _MACRO_RE = re.compile(r"\{([a-z_]+)\}")
-#: A block whose header says ``-- plan: custom`` is planned for its actual parameters on
-#: every run, never from a cached generic plan (see job_finish_many for why).
-_CUSTOM_PLAN_RE = re.compile(r"^--\s*plan:\s*custom\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -32,7 +29,6 @@ class Queries:
 
     named: Mapping[str, str]
     pyformat: Mapping[str, str]
-    custom_plan: frozenset[str] = frozenset()
 
     def __getitem__(self, name: str) -> str:
         return self.named[name]
@@ -40,7 +36,6 @@ class Queries:
 
 def load_queries(directory: Path) -> Queries:
     blocks: dict[str, str] = {}
-    custom_plan: set[str] = set()
     for path in sorted(directory.glob("*.sql")):
         text = path.read_text()
         matches = list(_NAME_RE.finditer(text))
@@ -50,13 +45,11 @@ def load_queries(directory: Path) -> Queries:
             if name in blocks:
                 raise RuntimeError(f"SQL block {name!r} is defined twice (in {path.name})")
             blocks[name] = text[match.end() : end].strip().rstrip(";")
-            if _CUSTOM_PLAN_RE.search(blocks[name]):
-                custom_plan.add(name)
     expanded = {name: _expand(sql, blocks) for name, sql in blocks.items()}
     pyformat = {
         name: _PARAM_RE.sub(r"%(\1)s", sql.replace("%", "%%")) for name, sql in expanded.items()
     }
-    return Queries(expanded, pyformat, frozenset(custom_plan))
+    return Queries(expanded, pyformat)
 
 
 def _expand(sql: str, blocks: Mapping[str, str]) -> str:
@@ -95,7 +88,7 @@ class PsycopgExecutor:
             # (cursor.description builds a Column object per column on every call, which
             # costs more client time than a small statement itself.)
             with self.conn.cursor(row_factory=tuple_row) as cur:
-                self._execute3(cur, name, params)
+                cur.execute(self.queries.pyformat[name], params or {})
                 result = cur.pgresult
                 if result is None or not result.nfields:
                     return []
@@ -116,14 +109,8 @@ class PsycopgExecutor:
         if not self._psycopg3:
             return [tuple(row.values()) for row in self.run(name, params)]
         with self.conn.cursor(row_factory=tuple_row) as cur:
-            self._execute3(cur, name, params)
+            cur.execute(self.queries.pyformat[name], params or {})
             return cur.fetchall() if cur.pgresult is not None and cur.pgresult.nfields else []
-
-    def _execute3(self, cur: Any, name: str, params: Mapping[str, Any] | None) -> None:
-        # psycopg prepares a statement after a few runs; the server then may switch to a
-        # generic plan, which a block marked ``plan: custom`` must not get.
-        prepare = False if name in self.queries.custom_plan else None
-        cur.execute(self.queries.pyformat[name], params or {}, prepare=prepare)
 
 
 class SqliteExecutor:
