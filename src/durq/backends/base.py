@@ -746,6 +746,8 @@ def _claim_order(job: Job) -> tuple[int, datetime, int]:
 
 
 _STATES: dict[str, JobState] = {str(state): state for state in JobState}
+#: A batch of requests as one JSON parameter (the worker's batched writes, both dialects).
+json_param = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 #: ``Job``'s fields, in the order of every dialect's ``{job_columns}`` block.
 JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Job))
 

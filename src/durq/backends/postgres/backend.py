@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
 from ...types import Finished, Job
-from ..base import Backend, Capabilities, FinishRequest, NewJob
+from ..base import Backend, Capabilities, FinishRequest, NewJob, json_param
 from ..sql import Executor, PsycopgExecutor, migrations_in
 
 __all__ = ["PostgresBackend", "conninfo_from_url"]
@@ -232,7 +231,7 @@ class PostgresBackend(Backend):
             for req in reqs
             for c in (req.change,)
         ]
-        return {"batch": _compact_json(batch)}
+        return {"batch": json_param(batch)}
 
     def finish_batch(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
         if any(req.artifacts for req in reqs):
@@ -257,9 +256,6 @@ class PostgresBackend(Backend):
             },
         )
         return {int(r["id"]): bool(r["cancel_requested"]) for r in rows}
-
-
-_compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

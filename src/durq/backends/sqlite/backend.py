@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...types import Finished, Job
-from ..base import Backend, Capabilities, FinishRequest, nearest_rank
+from ..base import Backend, Capabilities, FinishRequest, json_param, nearest_rank
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
 
 __all__ = ["SqliteBackend", "path_from_url"]
@@ -236,12 +236,12 @@ class SqliteBackend(Backend):
                 c.delay,
                 c.error_code,
                 c.error_message,
-                None if c.result is None else _compact_json(c.result),
+                None if c.result is None else json_param(c.result),
             ]
             for req in reqs
             for c in (req.change,)
         ]
-        rows = ex.run("job_finish_many", {"batch": _compact_json(batch), "now": now})
+        rows = ex.run("job_finish_many", {"batch": json_param(batch), "now": now})
         by_id = {req.job_id: req for req in reqs}
         attempts = []
         written: dict[int, Finished] = {}
@@ -264,7 +264,7 @@ class SqliteBackend(Backend):
             )
             written[row["id"]] = self.finished_from_row(row)
         if attempts:
-            ex.run("attempt_insert_many", {"batch": _compact_json(attempts), "now": now})
+            ex.run("attempt_insert_many", {"batch": json_param(attempts), "now": now})
         return [written.get(req.job_id) or LeaseLost(req.job_id, req.claim_version) for req in reqs]
 
     def _ready_ages(self, ex: Executor) -> list[dict[str, Any]]:
@@ -275,9 +275,6 @@ class SqliteBackend(Backend):
             at = ex.run("queue_ready_age_at", {"queue": row["queue"], "rank": rank, "now": now})
             row["p95_age"] = at[0]["age"] if at else row["oldest_age"]
         return rows
-
-
-_compact_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 @contextmanager
