@@ -20,6 +20,7 @@ from .retry import Exponential, Fail, Fixed, Retry, Snooze
 from .settings import Settings
 from .task import JobContext, Task
 from .types import Artifact, Attempt, Finished, Job, JobState, RequeueResult
+from .worker.runner import Worker
 
 __all__ = [
     "App",
@@ -51,6 +52,7 @@ __all__ = [
     "Task",
     "UnknownTask",
     "ValidationError",
+    "Worker",
 ]
 
 __version__ = "0.1.0"
