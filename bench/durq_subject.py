@@ -200,7 +200,7 @@ class _ThreadWorker:
     wake-ups: an enqueue in this process wakes the idle worker without polling)."""
 
     def __init__(self, app: durq.App, concurrency: int) -> None:
-        from durq.worker.runner import Worker as Runtime
+        from durq._worker.runner import Worker as Runtime
 
         self.runtime = Runtime(app, concurrency=concurrency)
         self.thread = threading.Thread(

@@ -20,7 +20,7 @@ from .retry import Exponential, Fail, Fixed, Retry, Snooze
 from .settings import Settings
 from .task import JobContext, Task
 from .types import Artifact, Attempt, Finished, Job, JobState, RequeueResult
-from .worker.runner import Worker
+from ._worker.runner import Worker
 
 __all__ = [
     "App",

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, overload
 
-from .backends.base import Backend, NewJob
+from ._drivers.base import Driver, NewJob
 from .enqueue import build_new_job, parse_states, validate_queue
 from .errors import ConfigurationError, SchemaOutOfDate, ValidationError
 from .retry import DEFAULT_POLICY, Classifier, RetryPolicy
@@ -25,19 +25,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 MAX_LIST_LIMIT = 1000
 
 
-def make_backend(settings: Settings) -> Backend:
+def open_driver(settings: Settings) -> Driver:
     url = settings.database_url
     if url.startswith("sqlite:"):
-        from .backends.sqlite.backend import SqliteBackend
+        from ._drivers.sqlite.driver import SqliteDriver
 
-        return SqliteBackend(
+        return SqliteDriver(
             url,
             synchronous=settings.sqlite_synchronous,
             busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         )
-    from .backends.postgres.backend import PostgresBackend
+    from ._drivers.postgres.driver import PostgresDriver
 
-    return PostgresBackend(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+    return PostgresDriver(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
 
 
 def default_worker_id() -> str:
@@ -76,18 +76,18 @@ class App:
         self.settings = settings
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.periodic_tasks: list[Any] = []
-        self._backend: Backend | None = None
-        self._backend_lock = threading.Lock()
+        self._driver: Driver | None = None
+        self._driver_lock = threading.Lock()
 
     # ---- wiring ----------------------------------------------------------------------
 
     @property
-    def backend(self) -> Backend:
-        if self._backend is None:
-            with self._backend_lock:  # threads racing here must share one pool
-                if self._backend is None:
-                    self._backend = make_backend(self.settings)
-        return self._backend
+    def driver(self) -> Driver:
+        if self._driver is None:
+            with self._driver_lock:  # threads racing here must share one pool
+                if self._driver is None:
+                    self._driver = open_driver(self.settings)
+        return self._driver
 
     @property
     def database_url(self) -> str:
@@ -95,12 +95,12 @@ class App:
 
     def migrate(self) -> list[int]:
         """Apply pending schema migrations; returns the versions applied."""
-        return self.backend.migrate()
+        return self.driver.migrate()
 
     def check_schema(self) -> None:
         """Raise ``SchemaOutOfDate`` unless every known migration is applied."""
         missing = sorted(
-            set(self.backend.known_migrations()) - set(self.backend.applied_migrations())
+            set(self.driver.known_migrations()) - set(self.driver.applied_migrations())
         )
         if missing:
             raise SchemaOutOfDate(
@@ -108,9 +108,9 @@ class App:
             )
 
     def close(self) -> None:
-        if self._backend is not None:
-            self._backend.close()
-            self._backend = None
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
 
     def __enter__(self) -> App:
         return self
@@ -204,7 +204,7 @@ class App:
         ``Task``. Six fields put seconds last (``"* * * * * */10"``). A tick missed by less
         than ``catchup`` seconds (every worker down) is still enqueued when one comes back.
         """
-        from .maintenance.periodic import PeriodicTask
+        from ._maintenance.periodic import PeriodicTask
 
         def register(target: F | Task[Any, Any]) -> Task[Any, Any]:
             if isinstance(target, Task) and task_options:
@@ -324,14 +324,14 @@ class App:
     def insert(self, new: NewJob, *, connection: Any = None) -> tuple[Job, bool]:
         """Write a validated ``NewJob``: ``(job, created)``."""
         if connection is not None:
-            ex = self.backend.foreign_executor(connection, self.backend.dialect)
-            return self.backend.job_insert(ex, new)
+            ex = self.driver.foreign_executor(connection, self.driver.dialect)
+            return self.driver.job_insert(ex, new)
         if new.idempotency_key is None:  # a single statement: let it commit by itself
-            with self.backend.autocommit() as ex:
-                job, created = self.backend.job_insert(ex, new)
+            with self.driver.autocommit() as ex:
+                job, created = self.driver.job_insert(ex, new)
         else:
-            with self.backend.transaction() as ex:
-                job, created = self.backend.job_insert(ex, new)
+            with self.driver.transaction() as ex:
+                job, created = self.driver.job_insert(ex, new)
         if created:
             self._announce([job.queue])
         return job, created
@@ -356,16 +356,16 @@ class App:
         if not built:
             return []
         if connection is not None:
-            ex = self.backend.foreign_executor(connection, self.backend.dialect)
-            return self.backend.job_insert_many(ex, built)
-        with self.backend.transaction() as ex:
-            jobs = self.backend.job_insert_many(ex, built)
+            ex = self.driver.foreign_executor(connection, self.driver.dialect)
+            return self.driver.job_insert_many(ex, built)
+        with self.driver.transaction() as ex:
+            jobs = self.driver.job_insert_many(ex, built)
         self._announce({job.queue for job in jobs})
         return jobs
 
     def _announce(self, queues: Iterable[str]) -> None:
         """Committed new jobs: wake this process's idle workers on those queues now."""
-        from .worker.notifier import announce
+        from ._worker.notifier import announce
 
         announce(self.database_url, queues)
 
@@ -373,8 +373,8 @@ class App:
 
     def get_job(self, job_id: int) -> Job:
         """The job, or ``JobNotFound`` (``JobGone`` if it was pruned)."""
-        with self.backend.read() as ex:
-            return self.backend.job_get(ex, int(job_id))
+        with self.driver.read() as ex:
+            return self.driver.job_get(ex, int(job_id))
 
     def list_jobs(
         self,
@@ -401,8 +401,8 @@ class App:
         for name, value in (("created_after", created_after), ("created_before", created_before)):
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
                 raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")
-        with self.backend.read() as ex:
-            return self.backend.job_list(
+        with self.driver.read() as ex:
+            return self.driver.job_list(
                 ex,
                 states_=states_,
                 queue=queue,
@@ -415,19 +415,19 @@ class App:
             )
 
     def attempts(self, job_id: int) -> list[Attempt]:
-        with self.backend.read() as ex:
-            self.backend.job_get(ex, job_id)
-            return self.backend.attempt_list(ex, job_id)
+        with self.driver.read() as ex:
+            self.driver.job_get(ex, job_id)
+            return self.driver.attempt_list(ex, job_id)
 
     def artifacts(self, job_id: int) -> list[Artifact]:
-        with self.backend.read() as ex:
-            self.backend.job_get(ex, job_id)
-            return self.backend.artifact_list(ex, job_id)
+        with self.driver.read() as ex:
+            self.driver.job_get(ex, job_id)
+            return self.driver.artifact_list(ex, job_id)
 
     def queue_stats(self) -> dict[str, dict[str, Any]]:
         """Per queue: counts by state, oldest and p95 age of ready jobs, and ``degraded``."""
-        with self.backend.read() as ex:
-            stats = self.backend.queue_stats(ex)
+        with self.driver.read() as ex:
+            stats = self.driver.queue_stats(ex)
         for entry in stats.values():
             p95 = entry["p95_age_seconds"] or 0.0
             entry["degraded"] = bool(
@@ -441,29 +441,29 @@ class App:
     def cancel(self, job_id: int) -> Job:
         """queued/retry_wait → cancelled; running → cancel requested (honoured at the
         worker's next fenced write); finished → unchanged."""
-        with self.backend.transaction() as ex:
-            return self.backend.job_cancel(ex, int(job_id))
+        with self.driver.transaction() as ex:
+            return self.driver.job_cancel(ex, int(job_id))
 
     def requeue(self, job_id: int) -> RequeueResult:
         """Seed 000: a running job is an idempotent no-op; any other state → queued with
         attempts, error and finished time reset."""
-        with self.backend.transaction() as ex:
-            job, idempotent = self.backend.job_requeue(ex, int(job_id))
+        with self.driver.transaction() as ex:
+            job, idempotent = self.driver.job_requeue(ex, int(job_id))
         return RequeueResult(job=job, idempotent=idempotent)
 
     def pause_queue(self, queue: str) -> None:
-        with self.backend.transaction() as ex:
-            self.backend.queue_set_paused(ex, validate_queue(queue), True)
+        with self.driver.transaction() as ex:
+            self.driver.queue_set_paused(ex, validate_queue(queue), True)
 
     def resume_queue(self, queue: str) -> None:
-        with self.backend.transaction() as ex:
-            self.backend.queue_set_paused(ex, validate_queue(queue), False)
+        with self.driver.transaction() as ex:
+            self.driver.queue_set_paused(ex, validate_queue(queue), False)
 
     def list_workers(self, *, include_stopped: bool = True, limit: int = 200) -> list[WorkerInfo]:
         """Worker processes, newest first: live ones, and (``include_stopped``) those that
         stopped cleanly or went silent (``WorkerInfo.status``: alive, stopped, dead)."""
-        with self.backend.read() as ex:
-            return self.backend.worker_list(ex, include_stopped=include_stopped, limit=limit)
+        with self.driver.read() as ex:
+            return self.driver.worker_list(ex, include_stopped=include_stopped, limit=limit)
 
     # ---- running jobs in this process -------------------------------------------------
 
@@ -473,11 +473,11 @@ class App:
         A job that is not ready (running elsewhere, finished, scheduled later) is returned
         unchanged.
         """
-        from .worker.executor import execute_sync
+        from ._worker.executor import execute_sync
 
         wid = worker_id or default_worker_id()
-        with self.backend.transaction() as ex:
-            job = self.backend.job_claim_id(
+        with self.driver.transaction() as ex:
+            job = self.driver.job_claim_id(
                 ex, int(job_id), worker_id=wid, lease_seconds=self.settings.lease_seconds
             )
         if job is None:
@@ -497,7 +497,7 @@ class App:
         The simple in-process loop used by ``durq.testing`` and sync execution; the
         ``durq worker`` runtime adds concurrency, heartbeats and graceful shutdown.
         """
-        from .worker.executor import execute_sync
+        from ._worker.executor import execute_sync
 
         wid = worker_id or default_worker_id()
         names = (
@@ -508,8 +508,8 @@ class App:
         done: list[Job] = []
         while limit is None or len(done) < limit:
             take = batch if limit is None else min(batch, limit - len(done))
-            with self.backend.transaction() as ex:
-                claimed = self.backend.job_claim(
+            with self.driver.transaction() as ex:
+                claimed = self.driver.job_claim(
                     ex,
                     queues=names,
                     worker_id=wid,
@@ -524,21 +524,21 @@ class App:
 
     def _finish(self, result: Any, worker_id: str) -> Job:
         from .errors import LeaseLost
-        from .worker.executor import finish_request
+        from ._worker.executor import finish_request
 
         req = finish_request(result, worker_id)
         if req is None:
             return self.get_job(result.job.id)
         try:
-            with self.backend.transaction() as ex:
-                return self.backend.job_finish(ex, req)
+            with self.driver.transaction() as ex:
+                return self.driver.job_finish(ex, req)
         except LeaseLost:
             return self.get_job(result.job.id)
 
     def reclaim_expired(self, limit: int = 100) -> list[Job]:
         """Expired leases → ``retry_wait`` or ``dead_letter`` (the lost attempt is recorded)."""
-        with self.backend.transaction() as ex:
-            return self.backend.job_reclaim(ex, limit)
+        with self.driver.transaction() as ex:
+            return self.driver.job_reclaim(ex, limit)
 
 
 class _NoPolicy:

@@ -22,12 +22,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .app import App, EnqueueRequest
-from .backends.base import nearest_rank
+from ._drivers.base import nearest_rank
 from .retry import Fail, Fixed
 from .settings import Settings
 from .task import JobContext
 from .types import TERMINAL_STATES
-from .worker.runner import Worker
+from ._worker.runner import Worker
 
 __all__ = ["build_demo_app", "demo_requests", "run_demo"]
 
@@ -216,7 +216,7 @@ def _summarise(
     for stats in app.queue_stats().values():
         for state, n in stats["counts"].items():
             counts[state] = counts.get(state, 0) + n
-    with app.backend.read() as ex:
+    with app.driver.read() as ex:
         pickups = sorted(max(0.0, float(r["pickup_s"])) for r in ex.run("pickup_latencies", {}))
         attempts = ex.run("attempt_counts", {})[0]
         busiest = ex.run("attempts_busiest_second", {})

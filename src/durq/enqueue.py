@@ -11,7 +11,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from .backends.base import NewJob
+from ._drivers.base import NewJob
 from .errors import ValidationError
 from .retry import RetryPolicy
 from .types import QUEUE_NAME_RE, JobState

@@ -120,8 +120,8 @@ class JobContext:
     def set_stage(self, stage: str) -> None:
         """Advance to the next declared stage (e.g. fetching → processing → uploading)."""
         expected = self.task.next_stage_guard(self.job.id, self.stage, stage)
-        with self.app.backend.transaction() as ex:
-            cancel = self.app.backend.job_set_stage(
+        with self.app.driver.transaction() as ex:
+            cancel = self.app.driver.job_set_stage(
                 ex,
                 self.job,
                 self.job.claim_version,
@@ -134,8 +134,8 @@ class JobContext:
 
     def heartbeat(self) -> bool:
         """Extend the lease now; returns True if a cancel was requested."""
-        with self.app.backend.transaction() as ex:
-            cancel = self.app.backend.job_heartbeat(
+        with self.app.driver.transaction() as ex:
+            cancel = self.app.driver.job_heartbeat(
                 ex, self.job.id, self.job.claim_version, self.app.settings.lease_seconds
             )
         self.cancel_requested = self.cancel_requested or cancel

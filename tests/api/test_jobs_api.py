@@ -11,8 +11,8 @@ import pytest
 
 import durq
 from durq.api.schemas import JobOut
-from durq.backends import api_ops
-from durq.maintenance import prune
+from durq._drivers import api_ops
+from durq._maintenance import prune
 
 from .conftest import INTERNAL_TOKEN, Api
 
@@ -237,8 +237,8 @@ def job_in_state(api: Api, state: str) -> int:
         return int(api.submit()["id"])
     if state == "running":
         job_id = int(api.submit()["id"])
-        with app.backend.transaction() as ex:
-            assert app.backend.job_claim_id(ex, job_id, worker_id="w1", lease_seconds=60)
+        with app.driver.transaction() as ex:
+            assert app.driver.job_claim_id(ex, job_id, worker_id="w1", lease_seconds=60)
         return job_id
     if state == "retry_wait":
         return int(api.submit(task="flaky", execution_mode="sync")["id"])
@@ -329,7 +329,7 @@ def test_queue_health_pause_and_resume(make_api: Callable[..., Api]) -> None:
 
 def test_workers_lists_registered_workers(api: Api) -> None:
     assert api.call("GET", "/v1/workers", "viewer").json() == {"data": []}
-    backend = api.app.backend
+    backend = api.app.driver
     with backend.transaction() as ex:
         backend.worker_register(
             ex,
@@ -368,7 +368,7 @@ def test_key_lifecycle_over_http(api: Api) -> None:
     assert "key" not in listed[new["id"]] and "key_hash" not in listed[new["id"]]
     assert listed[new["id"]]["last_used_at"] is not None
     # only the SHA-256 hash is stored
-    backend = api.app.backend
+    backend = api.app.driver
     with backend.read() as ex:
         found = api_ops.key_by_hash(backend, ex, hashlib.sha256(new["key"].encode()).hexdigest())
     assert found is not None and found[0].id == new["id"] and found[1] != new["key"]

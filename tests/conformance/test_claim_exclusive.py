@@ -10,7 +10,7 @@ import pytest
 
 import durq
 from durq import states
-from durq.backends.base import FinishRequest
+from durq._drivers.base import FinishRequest
 
 JOBS = 2000
 PROCESSES = 4
@@ -19,7 +19,7 @@ PROCESSES = 4
 def claimer(url: str, name: str, start: Any, out: Any) -> None:
     """Claim in small batches and complete each job, until no job is left."""
     app = durq.App(url)
-    with app.backend.read() as ex:
+    with app.driver.read() as ex:
         ex.run("db_now", {"now": 0})
     seen: list[tuple[int, int]] = []
     start.wait(timeout=120)
@@ -27,8 +27,8 @@ def claimer(url: str, name: str, start: Any, out: Any) -> None:
     last_claim = 0.0
     try:
         while True:
-            with app.backend.transaction() as ex:
-                jobs = app.backend.job_claim(
+            with app.driver.transaction() as ex:
+                jobs = app.driver.job_claim(
                     ex, queues=["default"], worker_id=name, limit=7, lease_seconds=300
                 )
             if not jobs:
@@ -37,8 +37,8 @@ def claimer(url: str, name: str, start: Any, out: Any) -> None:
             for job in jobs:
                 seen.append((job.id, job.claim_version))
                 req = FinishRequest(job.id, job.claim_version, name, states.complete(name), 0)
-                with app.backend.transaction() as ex:
-                    app.backend.job_finish(ex, req)
+                with app.driver.transaction() as ex:
+                    app.driver.job_finish(ex, req)
     finally:
         out.put((name, (seen, first_try, last_claim)))
         app.close()

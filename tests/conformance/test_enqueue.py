@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 import durq
-from durq.backends.postgres.backend import conninfo_from_url
-from durq.backends.sqlite.backend import path_from_url
+from durq._drivers.postgres.driver import conninfo_from_url
+from durq._drivers.sqlite.driver import path_from_url
 
 
 def _count(app: durq.App) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import durq
 from durq import states
-from durq.backends.base import FinishRequest
+from durq._drivers.base import FinishRequest
 from durq.errors import LeaseLost
 from durq.testing import run_inline
 
@@ -13,7 +13,7 @@ from durq.testing import run_inline
 def test_finish_many_is_fenced_and_records_attempts(app: durq.App) -> None:
     for n in range(3):
         app.enqueue("batch.finish", {"n": n})
-    backend = app.backend
+    backend = app.driver
     with backend.transaction() as ex:
         claimed = backend.job_claim(
             ex, queues=["default"], worker_id="w1", limit=3, lease_seconds=30
@@ -44,7 +44,7 @@ def test_finish_many_stores_any_error_text_and_unicode_results(app: durq.App) ->
     # not make the outcome unwritable (the completer would retry the batch forever).
     for n in range(2):
         app.enqueue("batch.text", {"n": n})
-    backend = app.backend
+    backend = app.driver
     with backend.transaction() as ex:
         failed, done = backend.job_claim(
             ex, queues=["default"], worker_id="w1", limit=2, lease_seconds=30

@@ -188,12 +188,12 @@ def test_stages_advance_in_declared_order_only(app: durq.App) -> None:
 def test_stage_write_guarded_in_sql_too(app: durq.App) -> None:
     """Even bypassing the task's check, the database refuses an out-of-order stage."""
     app.enqueue("t", {})
-    with app.backend.transaction() as ex:
-        (job,) = app.backend.job_claim(
+    with app.driver.transaction() as ex:
+        (job,) = app.driver.job_claim(
             ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
         )
-    with pytest.raises(InvalidStage), app.backend.transaction() as ex:
-        app.backend.job_set_stage(ex, job, job.claim_version, "processing", "fetching", 30)
+    with pytest.raises(InvalidStage), app.driver.transaction() as ex:
+        app.driver.job_set_stage(ex, job, job.claim_version, "processing", "fetching", 30)
     assert app.get_job(job.id).stage is None
 
 
@@ -201,8 +201,8 @@ def test_priority_then_run_at_then_id_order(app: durq.App) -> None:
     low = app.enqueue("t", {"n": 1}, priority=5)
     first = app.enqueue("t", {"n": 2}, priority=0)
     second = app.enqueue("t", {"n": 3}, priority=0)
-    with app.backend.transaction() as ex:
-        claimed = app.backend.job_claim(
+    with app.driver.transaction() as ex:
+        claimed = app.driver.job_claim(
             ex, queues=["default"], worker_id="w", limit=3, lease_seconds=30
         )
     assert [j.id for j in claimed] == [first.id, second.id, low.id]
@@ -214,16 +214,16 @@ def test_future_jobs_and_paused_queues_are_not_claimed(app: durq.App) -> None:
     app.enqueue("t", {}, delay=3600)
     paused = app.enqueue("t", {}, queue="paused")
     app.pause_queue("paused")
-    with app.backend.transaction() as ex:
+    with app.driver.transaction() as ex:
         assert (
-            app.backend.job_claim(
+            app.driver.job_claim(
                 ex, queues=["default", "paused"], worker_id="w", limit=10, lease_seconds=30
             )
             == []
         )
     app.resume_queue("paused")
-    with app.backend.transaction() as ex:
-        got = app.backend.job_claim(
+    with app.driver.transaction() as ex:
+        got = app.driver.job_claim(
             ex, queues=["default", "paused"], worker_id="w", limit=10, lease_seconds=30
         )
     assert [j.id for j in got] == [paused.id]
@@ -231,12 +231,12 @@ def test_future_jobs_and_paused_queues_are_not_claimed(app: durq.App) -> None:
 
 def test_heartbeat_extends_lease(app: durq.App) -> None:
     app.enqueue("t", {})
-    with app.backend.transaction() as ex:
-        (job,) = app.backend.job_claim(
+    with app.driver.transaction() as ex:
+        (job,) = app.driver.job_claim(
             ex, queues=["default"], worker_id="w", limit=1, lease_seconds=5
         )
-    with app.backend.transaction() as ex:
-        assert app.backend.job_heartbeat(ex, job.id, job.claim_version, 600) is False
+    with app.driver.transaction() as ex:
+        assert app.driver.job_heartbeat(ex, job.id, job.claim_version, 600) is False
     after = app.get_job(job.id)
     assert after.lease_expires_at is not None and job.lease_expires_at is not None
     assert after.lease_expires_at - job.lease_expires_at > timedelta(seconds=500)
@@ -256,20 +256,20 @@ def test_cancel_each_state(app: durq.App) -> None:
     assert app.cancel(waiting.id).state == "cancelled"
 
     running = app.enqueue("t", {})
-    with app.backend.transaction() as ex:
-        (held,) = app.backend.job_claim(
+    with app.driver.transaction() as ex:
+        (held,) = app.driver.job_claim(
             ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
         )
     requested = app.cancel(running.id)
     assert (requested.state, requested.cancel_requested) == ("running", True)
-    with app.backend.transaction() as ex:  # the worker learns at its next write
-        assert app.backend.job_heartbeat(ex, held.id, held.claim_version, 30) is True
+    with app.driver.transaction() as ex:  # the worker learns at its next write
+        assert app.driver.job_heartbeat(ex, held.id, held.claim_version, 30) is True
     from durq import states
-    from durq.backends.base import FinishRequest
+    from durq._drivers.base import FinishRequest
 
     req = FinishRequest(held.id, held.claim_version, "w", states.retry(10, "E", "boom"), 5)
-    with app.backend.transaction() as ex:
-        final = app.backend.job_finish(ex, req)
+    with app.driver.transaction() as ex:
+        final = app.driver.job_finish(ex, req)
     assert final.state == "cancelled" and final.finished_at is not None
     assert app.attempts(held.id)[-1].outcome == "cancelled"
 
@@ -335,8 +335,8 @@ def test_requeue_semantics_for_every_state(app: durq.App) -> None:
         assert j.run_at <= datetime.now(UTC) + timedelta(seconds=1)
 
     running = ok.enqueue()
-    with app.backend.transaction() as ex:
-        app.backend.job_claim_id(ex, running.id, worker_id="w", lease_seconds=30)
+    with app.driver.transaction() as ex:
+        app.driver.job_claim_id(ex, running.id, worker_id="w", lease_seconds=30)
     res = app.requeue(running.id)
     assert res.idempotent and res.job.state == "running" and res.job.attempt == 1
     with pytest.raises(durq.JobNotFound):
@@ -345,16 +345,16 @@ def test_requeue_semantics_for_every_state(app: durq.App) -> None:
 
 def test_lease_lost_write_changes_nothing(app: durq.App) -> None:
     app.enqueue("t", {})
-    with app.backend.transaction() as ex:
-        (job,) = app.backend.job_claim(
+    with app.driver.transaction() as ex:
+        (job,) = app.driver.job_claim(
             ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
         )
     from durq import states
-    from durq.backends.base import FinishRequest
+    from durq._drivers.base import FinishRequest
 
     stale = FinishRequest(job.id, job.claim_version - 1, "w", states.complete(1), 1)
     before = app.get_job(job.id)
-    with pytest.raises(LeaseLost), app.backend.transaction() as ex:
-        app.backend.job_finish(ex, stale)
+    with pytest.raises(LeaseLost), app.driver.transaction() as ex:
+        app.driver.job_finish(ex, stale)
     assert app.get_job(job.id) == before
     assert app.attempts(job.id) == []

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 import durq
-from durq.backends.postgres.backend import conninfo_from_url
-from durq.backends.sqlite.backend import path_from_url
+from durq._drivers.postgres.driver import conninfo_from_url
+from durq._drivers.sqlite.driver import path_from_url
 
 from .. import pg
 
@@ -71,13 +71,13 @@ def test_migrated_schema_equals_the_reference(db_url: str) -> None:
 def test_migrate_twice_is_a_no_op_and_versions_match_across_dialects(app: durq.App) -> None:
     assert app.migrate() == []
     app.check_schema()
-    from durq.backends.postgres.backend import PostgresBackend
-    from durq.backends.sqlite.backend import SqliteBackend
+    from durq._drivers.postgres.driver import PostgresDriver
+    from durq._drivers.sqlite.driver import SqliteDriver
 
-    pg_versions = PostgresBackend("postgresql://x@localhost/x").known_migrations()
-    sqlite_versions = SqliteBackend("sqlite:///x.db").known_migrations()
+    pg_versions = PostgresDriver("postgresql://x@localhost/x").known_migrations()
+    sqlite_versions = SqliteDriver("sqlite:///x.db").known_migrations()
     assert pg_versions == sqlite_versions and pg_versions[0] == 1
-    assert app.backend.applied_migrations() == pg_versions
+    assert app.driver.applied_migrations() == pg_versions
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
@@ -111,5 +111,5 @@ def test_concurrent_migrate_on_a_fresh_database_applies_once(
     for a in apps:
         a.close()
     assert errors == []
-    every = apps[0].backend.known_migrations()
+    every = apps[0].driver.known_migrations()
     assert sorted(applied, key=len) == [[], [], every]  # exactly one migrator applied them

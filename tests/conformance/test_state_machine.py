@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 
 import durq
 from durq import states
-from durq.backends.base import FinishRequest
+from durq._drivers.base import FinishRequest
 from durq.errors import InvalidTransition, LeaseLost
 from durq.types import JobState
 
@@ -107,8 +107,8 @@ class JobLifecycle(RuleBasedStateMachine):
     @precondition(lambda self: any(j.state in states.claim() for j in self.known.values()))
     @rule()
     def claim(self) -> None:
-        with self.app.backend.transaction() as ex:
-            got = self.app.backend.job_claim(
+        with self.app.driver.transaction() as ex:
+            got = self.app.driver.job_claim(
                 ex, queues=[self.queue], worker_id="w", limit=2, lease_seconds=300
             )
         for job in got:
@@ -122,8 +122,8 @@ class JobLifecycle(RuleBasedStateMachine):
         claim = self.held.pop(job_id)
         before = self.app.get_job(job_id)
         req = FinishRequest(job_id, claim.claim_version, "w", OUTCOMES[outcome](), 1)
-        with self.app.backend.transaction() as ex:
-            after = self.app.backend.job_finish(ex, req)
+        with self.app.driver.transaction() as ex:
+            after = self.app.driver.job_finish(ex, req)
         self._record(before, after)
         self.stale.append(claim)
 
@@ -158,8 +158,8 @@ class JobLifecycle(RuleBasedStateMachine):
         if before.state == "running" and before.claim_version == claim.claim_version:
             return  # still ours: not stale
         req = FinishRequest(claim.id, claim.claim_version, "w", OUTCOMES[outcome](), 1)
-        with pytest.raises(LeaseLost), self.app.backend.transaction() as ex:
-            self.app.backend.job_finish(ex, req)
+        with pytest.raises(LeaseLost), self.app.driver.transaction() as ex:
+            self.app.driver.job_finish(ex, req)
         assert self.app.get_job(claim.id) == before
 
     @invariant()
@@ -190,15 +190,15 @@ def test_every_edge_in_the_table_is_reachable_through_operations(app: durq.App) 
     made: set[tuple[JobState, JobState]] = set()
 
     def claim(job: durq.Job) -> durq.Job:
-        with app.backend.transaction() as ex:
-            got = app.backend.job_claim_id(ex, job.id, worker_id="w", lease_seconds=300)
+        with app.driver.transaction() as ex:
+            got = app.driver.job_claim_id(ex, job.id, worker_id="w", lease_seconds=300)
         assert got is not None
         made.add((job.state, got.state))
         return got
 
     def finish(job: durq.Job, change: states.Change) -> durq.Job:
-        with app.backend.transaction() as ex:
-            after = app.backend.job_finish(
+        with app.driver.transaction() as ex:
+            after = app.driver.job_finish(
                 ex, FinishRequest(job.id, job.claim_version, "w", change, 1)
             )
         made.add((job.state, after.state))

@@ -17,8 +17,8 @@ from psycopg.sql import SQL, Literal
 
 import durq
 from durq import states
-from durq.backends.base import FinishRequest
-from durq.backends.postgres.backend import PostgresBackend
+from durq._drivers.base import FinishRequest
+from durq._drivers.postgres.driver import PostgresDriver
 
 FINISHED_ROWS = 50_000
 READY_ROWS = 200
@@ -64,7 +64,7 @@ def filled_pg_url(pg_url: str) -> str:
 def test_claim_reads_the_ready_index_with_50k_finished_rows(filled_pg_url: str) -> None:
     app = durq.App(filled_pg_url)
     try:
-        sql = app.backend.queries.pyformat["job_claim"]
+        sql = app.driver.queries.pyformat["job_claim"]
         used = set(re.findall(r"%\((\w+)\)s", sql))
         missing = used - set(CLAIM_PARAMS)
         assert not missing, f"job_claim names parameters this test does not know: {missing}"
@@ -97,16 +97,16 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
     # "generic" is the cached plan a prepared statement switches to after a few runs.
     app = durq.App(filled_pg_url)
     try:
-        with app.backend.transaction() as ex:
-            held = app.backend.job_claim(
+        with app.driver.transaction() as ex:
+            held = app.driver.job_claim(
                 ex, queues=["default"], worker_id="plan-check", limit=100, lease_seconds=30
             )
         assert len(held) == 100
         reqs = [
             FinishRequest(j.id, j.claim_version, "plan-check", states.complete(), 0) for j in held
         ]
-        batch = PostgresBackend.finish_many_params(reqs)["batch"]
-        pyformat = app.backend.queries.pyformat["job_finish_many"]
+        batch = PostgresDriver.finish_many_params(reqs)["batch"]
+        pyformat = app.driver.queries.pyformat["job_finish_many"]
         assert set(re.findall(r"%\((\w+)\)s", pyformat)) == {"batch"}
         statement = pyformat.replace("%(batch)s", "$1").replace("%%", "%")
         with psycopg.connect(filled_pg_url, row_factory=dict_row) as conn:

@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-import durq.backends
-from durq.backends.base import JOB_FIELDS
-from durq.backends.sql import load_queries
+import durq._drivers
+from durq._drivers.base import JOB_FIELDS
+from durq._drivers.sql import load_queries
 
 DIALECTS = sorted(
-    p.name for p in Path(durq.backends.__file__).parent.iterdir() if (p / "queries.sql").exists()
+    p.name for p in Path(durq._drivers.__file__).parent.iterdir() if (p / "queries.sql").exists()
 )
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_job_columns_come_in_the_order_of_jobs_fields(dialect: str) -> None:
-    # The claim decodes rows by position (Backend.job_from_values).
-    block = load_queries(Path(durq.backends.__file__).parent / dialect)["job_columns"]
+    # The claim decodes rows by position (Driver.job_from_values).
+    block = load_queries(Path(durq._drivers.__file__).parent / dialect)["job_columns"]
     names = [
         re.sub(r"(?is)^.*\bAS\s+(\w+)$", r"\1", column.strip())
         for column in re.split(r",(?![^(]*\))", block)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import durq
-from durq.worker.runner import Worker
+from durq._worker.runner import Worker
 
 from ..waiting import wait_until
 

@@ -75,7 +75,7 @@ def _take_over(app: durq.App, job_id: int) -> None:
         "UPDATE durq_jobs SET claim_version = claim_version + 2, worker_id = 'new-owner' "
         "WHERE id = {}"
     )
-    with app.backend.transaction() as ex:
+    with app.driver.transaction() as ex:
         conn = ex.conn  # type: ignore[attr-defined]
         placeholder = "?" if ex.dialect == "sqlite" else "%s"
         conn.execute(sql.format(placeholder), (job_id,))

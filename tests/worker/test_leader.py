@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 import durq
-from durq.maintenance.leader import LeaderLease
+from durq._maintenance.leader import LeaderLease
 
 from .support import wait_until
 

@@ -11,7 +11,7 @@ import pytest
 
 import durq
 from durq.errors import ConfigurationError
-from durq.maintenance import periodic
+from durq._maintenance import periodic
 
 from .support import WorkerProcess, wait_until
 
@@ -82,7 +82,7 @@ def test_tick_after_it_was_run_and_pruned_is_not_enqueued_again(app: durq.App) -
     (job,) = periodic.run_once(app, now=now)
     app.settings = app.settings.model_copy(update={"prune_succeeded_seconds": 0})
     app.run_job(job.id)
-    from durq.maintenance import prune
+    from durq._maintenance import prune
 
     prune.run_once(app)
     with pytest.raises(durq.JobGone):

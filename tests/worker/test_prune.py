@@ -9,7 +9,7 @@ import pytest
 
 import durq
 from durq import testing
-from durq.maintenance import prune
+from durq._maintenance import prune
 
 from .support import run_cli, running_worker, wait_until
 

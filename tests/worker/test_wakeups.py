@@ -10,8 +10,8 @@ import pytest
 from psycopg import Connection
 
 import durq
-from durq.backends.postgres.backend import conninfo_from_url
-from durq.worker.runner import Worker
+from durq._drivers.postgres.driver import conninfo_from_url
+from durq._worker.runner import Worker
 
 from .support import run_cli, running_worker, wait_until
 

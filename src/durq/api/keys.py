@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from ..app import App
-from ..backends import api_ops
-from ..backends.api_ops import ApiKey
+from .._drivers import api_ops
+from .._drivers.api_ops import ApiKey
 from ..errors import ConfigurationError, ValidationError
 from ..settings import Settings
 
@@ -68,7 +68,7 @@ class KeyService:
         self.check_owner(owner)
         self.check_role(role)
         plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.transaction() as ex:
             key = api_ops.key_insert(
                 backend,
@@ -81,25 +81,25 @@ class KeyService:
         return key, plaintext
 
     def list_keys(self, *, after_id: str | None = None, limit: int = 100) -> list[ApiKey]:
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.read() as ex:
             return api_ops.key_list(backend, ex, after_id=after_id, limit=limit)
 
     def get(self, key_id: str) -> ApiKey | None:
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.read() as ex:
             return api_ops.key_get(backend, ex, key_id)
 
     def disable(self, key_id: str) -> ApiKey | None:
         """Disable a key for good (idempotent); ``None`` if there is no such key."""
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.transaction() as ex:
             return api_ops.key_disable(backend, ex, key_id)
 
     def authenticate(self, plaintext: str) -> ApiKey | None:
         """The key's record (possibly disabled), or ``None`` for a key durq never issued."""
         digest = hash_key(plaintext)
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.read() as ex:
             found = api_ops.key_by_hash(backend, ex, digest)
         if found is None:
@@ -144,7 +144,7 @@ class KeyService:
             return []
         wanted = self.bootstrap_plaintexts()
         seeded = []
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.transaction() as ex:
             for role, plaintext in wanted.items():
                 if role not in self.roles:

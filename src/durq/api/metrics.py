@@ -31,7 +31,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..app import App
-from ..backends import api_ops
+from .._drivers import api_ops
 from ..errors import DurqError
 from ..types import ACTIVE_STATES, JobState
 
@@ -78,7 +78,7 @@ class DatabaseCollector(Collector):
             "durq_database_up", "1 if this scrape could read the job metrics from the database"
         )
         try:
-            backend = self.app.backend
+            backend = self.app.driver
             with backend.read() as ex:
                 counts = api_ops.job_counts(ex)
                 buckets = api_ops.attempt_buckets(ex)

@@ -40,7 +40,7 @@ def migrate(
     """Apply pending schema migrations (safe to run from many processes at once)."""
     durq_app = load_app(app_spec, database_url)
     if sql:
-        typer.echo(durq_app.backend.migration_sql())
+        typer.echo(durq_app.driver.migration_sql())
         return
     with durq_errors():
         applied = durq_app.migrate()

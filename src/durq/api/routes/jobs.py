@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import structlog
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
 
-from ...backends import api_ops
+from ..._drivers import api_ops
 from ...errors import DurqError, JobNotFound
 from ...types import Job, JobState
 from ..auth import Principal, require
@@ -240,7 +240,7 @@ def requeue_job(service: Service, job_id: int) -> dict[str, Any]:
     dispatched = False
     if not result.idempotent:
         try:
-            backend = service.app.backend
+            backend = service.app.driver
             with backend.transaction() as ex:
                 api_ops.notify_queue(backend, ex, job.queue)
             dispatched = True

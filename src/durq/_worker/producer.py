@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ClaimRecord", "Producer"]
 
-log = logging.getLogger("durq.worker")
+log = logging.getLogger("durq._worker")
 
 T = TypeVar("T")
 DbCall = Callable[..., Awaitable[Any]]
@@ -140,7 +140,7 @@ class Producer:
         return room
 
     def _claim(self, limit: int) -> list[Job]:
-        backend = self.app.backend
+        backend = self.app.driver
         # Each claim statement stands alone (one per queue), so on PostgreSQL it commits by
         # itself: no BEGIN and COMMIT round trips. SQLite still takes its write lock.
         with backend.autocommit() as ex:
@@ -153,8 +153,8 @@ class Producer:
             )
 
     def _next_due(self) -> float | None:
-        with self.app.backend.read() as ex:
-            return self.app.backend.job_next_due(ex, self.queues)
+        with self.app.driver.read() as ex:
+            return self.app.driver.job_next_due(ex, self.queues)
 
     def _record(self, reason: str, jobs: list[Job]) -> None:
         self.wakeups[reason] += 1

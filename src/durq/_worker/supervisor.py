@@ -2,7 +2,7 @@
 
 Children are started with ``spawn``, never ``fork``: a forked child would share the
 parent's database connections. Each child imports the App from its ``module:attribute``
-spec and runs one :class:`~durq.worker.runner.Worker`.
+spec and runs one :class:`~durq._worker.runner.Worker`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["configure_logging", "import_app", "supervise"]
 
-log = logging.getLogger("durq.worker")
+log = logging.getLogger("durq._worker")
 
 
 def import_app(spec: str) -> App:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Notifier", "announce"]
 
-log = logging.getLogger("durq.worker")
+log = logging.getLogger("durq._worker")
 
 #: Called with the reason of a wake-up ("notify", "local"); must be thread-safe.
 WakeFn = Callable[[str], None]
@@ -75,7 +75,7 @@ class Notifier:
         self.app = app
         self.queues = frozenset(queues)
         self.wake = wake
-        self.mode = "listen" if listen and app.backend.capabilities.listen_notify else "local"
+        self.mode = "listen" if listen and app.driver.capabilities.listen_notify else "local"
         #: Set while a LISTEN is in place (tests and `durq workers` diagnostics wait on it).
         self.listening = threading.Event()
         self._stop = threading.Event()
@@ -101,11 +101,11 @@ class Notifier:
             self.wake("local")
 
     def _listen(self) -> None:
-        from ..backends.postgres.backend import PostgresBackend
-        from ..backends.sql import PsycopgExecutor
+        from .._drivers.postgres.driver import PostgresDriver
+        from .._drivers.sql import PsycopgExecutor
 
-        backend = self.app.backend
-        assert isinstance(backend, PostgresBackend)
+        backend = self.app.driver
+        assert isinstance(backend, PostgresDriver)
         dropped = False
         while not self._stop.is_set():
             conn: Any = None

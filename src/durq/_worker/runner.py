@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pydantic
 
 from .. import states
-from ..backends.base import FinishRequest
+from .._drivers.base import FinishRequest
 from ..enqueue import validate_queue
 from ..errors import ConfigurationError, LeaseLost, ValidationError
 from ..settings import Settings
@@ -44,11 +44,11 @@ from .producer import Producer
 
 if TYPE_CHECKING:
     from ..app import App
-    from ..maintenance.loop import Maintenance
+    from .._maintenance.loop import Maintenance
 
 __all__ = ["Worker", "resolve_queues", "worker_settings"]
 
-log = logging.getLogger("durq.worker")
+log = logging.getLogger("durq._worker")
 logging.getLogger("durq").addHandler(logging.NullHandler())  # a library stays quiet by default
 
 T = TypeVar("T")
@@ -262,7 +262,7 @@ class Worker:
             self.app, self.queues, self._wake_threadsafe, listen=s.listen_notify
         )
         if self.use_maintenance:
-            from ..maintenance.loop import Maintenance
+            from .._maintenance.loop import Maintenance
 
             self.maintenance = Maintenance(
                 self.app,
@@ -337,7 +337,7 @@ class Worker:
         return await loop.run_in_executor(self._db_pool, fn, *args)
 
     def _register(self) -> None:
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.transaction() as ex:
             backend.worker_register(
                 ex,
@@ -350,7 +350,7 @@ class Worker:
             )
 
     def _mark_stopped(self) -> None:
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.transaction() as ex:
             backend.worker_stop(ex, self.worker_id, self.completer.written if self.completer else 0)
 

@@ -2,7 +2,7 @@
 
 The flow of each operation (idempotent enqueue, fenced finish, reclaim, …) is written once
 here; the two dialects differ only in their ``.sql`` files and in how values cross the
-driver (times, JSON, lists), which :class:`Backend` subclasses supply.
+driver (times, JSON, lists), which :class:`Driver` subclasses supply.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..retry import policy_from_dict
 from ..types import Artifact, Attempt, Finished, Job, JobState, WorkerInfo
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
-__all__ = ["Backend", "Capabilities", "ClaimedJob", "FinishRequest", "NewJob"]
+__all__ = ["Driver", "Capabilities", "ClaimedJob", "FinishRequest", "NewJob"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class FinishRequest:
     artifacts: Sequence[Artifact] = ()
 
 
-class Backend(ABC):
+class Driver(ABC):
     dialect: str
     capabilities: Capabilities
     queries: Queries

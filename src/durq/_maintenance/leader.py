@@ -3,7 +3,7 @@
 Whoever holds an unexpired row leads; anyone may take an expired one. A holder renews well
 before expiry, so a healthy leader keeps the role and a dead one loses it after ``ttl``.
 A process paused for longer than ``ttl`` may briefly overlap with its successor: everything
-a leader does is therefore also safe when two run it (see :mod:`durq.maintenance`).
+a leader does is therefore also safe when two run it (see :mod:`durq._maintenance`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LeaderLease"]
 
-log = logging.getLogger("durq.maintenance")
+log = logging.getLogger("durq._maintenance")
 
 
 class LeaderLease:
@@ -38,8 +38,8 @@ class LeaderLease:
         now = time.monotonic()
         if now < self._held_until - self.ttl / 3 or now < self._next_try:
             return self.held
-        with self.app.backend.transaction() as ex:
-            won = self.app.backend.leader_acquire(ex, self.name, self.holder, self.ttl)
+        with self.app.driver.transaction() as ex:
+            won = self.app.driver.leader_acquire(ex, self.name, self.holder, self.ttl)
         if won and not self.held:
             log.info("%s leads %r now", self.holder, self.name)
         self._held_until = now + self.ttl if won else 0.0
@@ -52,10 +52,10 @@ class LeaderLease:
         if self._held_until == 0.0:
             return
         self._held_until = 0.0
-        with self.app.backend.transaction() as ex:
-            self.app.backend.leader_release(ex, self.name, self.holder)
+        with self.app.driver.transaction() as ex:
+            self.app.driver.leader_release(ex, self.name, self.holder)
 
     def current(self) -> str | None:
         """Who leads, as the database sees it (None: nobody)."""
-        with self.app.backend.read() as ex:
-            return self.app.backend.leader_get(ex, self.name)
+        with self.app.driver.read() as ex:
+            return self.app.driver.leader_get(ex, self.name)

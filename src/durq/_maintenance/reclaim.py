@@ -22,8 +22,8 @@ BATCH = 100
 
 def run_once(app: App, *, max_batches: int = 20) -> list[Job]:
     """Reclaim every expired lease (in batches); returns the jobs as they are now."""
-    with app.backend.read() as ex:  # usually nothing expired: look before taking a write lock
-        if not app.backend.job_expired(ex, 1):
+    with app.driver.read() as ex:  # usually nothing expired: look before taking a write lock
+        if not app.driver.job_expired(ex, 1):
             return []
     reclaimed: list[Job] = []
     for _ in range(max_batches):

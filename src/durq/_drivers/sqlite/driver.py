@@ -16,10 +16,10 @@ from typing import Any
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...types import Finished, Job
-from ..base import Backend, Capabilities, FinishRequest, json_param, nearest_rank
+from ..base import Driver, Capabilities, FinishRequest, json_param, nearest_rank
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
 
-__all__ = ["SqliteBackend", "path_from_url"]
+__all__ = ["SqliteDriver", "path_from_url"]
 
 
 def path_from_url(url: str) -> str:
@@ -33,7 +33,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteBackend(Backend):
+class SqliteDriver(Driver):
     dialect = "sqlite"
     capabilities = Capabilities(
         listen_notify=False, skip_locked=False, bulk_insert=False, concurrent_writers=False

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .base import Backend
+from .base import Driver
 from .sql import Executor
 
 __all__ = [
@@ -74,7 +74,7 @@ class AttemptBucket:
     retries: int
 
 
-def _key(backend: Backend, row: Mapping[str, Any]) -> ApiKey:
+def _key(backend: Driver, row: Mapping[str, Any]) -> ApiKey:
     return ApiKey(
         id=row["id"],
         owner=row["owner"],
@@ -86,20 +86,20 @@ def _key(backend: Backend, row: Mapping[str, Any]) -> ApiKey:
 
 
 def key_insert(
-    backend: Backend, ex: Executor, *, key_id: str, owner: str, role: str, key_hash: str
+    backend: Driver, ex: Executor, *, key_id: str, owner: str, role: str, key_hash: str
 ) -> ApiKey:
     return _key_write(backend, ex, "api_key_insert", key_id, owner, role, key_hash)
 
 
 def key_bootstrap(
-    backend: Backend, ex: Executor, *, key_id: str, owner: str, role: str, key_hash: str
+    backend: Driver, ex: Executor, *, key_id: str, owner: str, role: str, key_hash: str
 ) -> ApiKey:
     """Create the key, or re-enable the one with this hash (with this owner and role)."""
     return _key_write(backend, ex, "api_key_bootstrap", key_id, owner, role, key_hash)
 
 
 def _key_write(
-    backend: Backend, ex: Executor, block: str, key_id: str, owner: str, role: str, key_hash: str
+    backend: Driver, ex: Executor, block: str, key_id: str, owner: str, role: str, key_hash: str
 ) -> ApiKey:
     params = {
         "id": key_id,
@@ -111,7 +111,7 @@ def _key_write(
     return _key(backend, ex.run(block, params)[0])
 
 
-def key_by_hash(backend: Backend, ex: Executor, key_hash: str) -> tuple[ApiKey, str] | None:
+def key_by_hash(backend: Driver, ex: Executor, key_hash: str) -> tuple[ApiKey, str] | None:
     """The key stored under ``key_hash`` and the stored hash itself, or ``None``."""
     rows = ex.run("api_key_by_hash", {"key_hash": key_hash})
     if not rows:
@@ -119,21 +119,21 @@ def key_by_hash(backend: Backend, ex: Executor, key_hash: str) -> tuple[ApiKey, 
     return _key(backend, rows[0]), str(rows[0]["key_hash"])
 
 
-def key_touch(backend: Backend, ex: Executor, key_id: str) -> None:
+def key_touch(backend: Driver, ex: Executor, key_id: str) -> None:
     ex.run("api_key_touch", {"id": key_id, "now": backend.now_param()})
 
 
-def key_get(backend: Backend, ex: Executor, key_id: str) -> ApiKey | None:
+def key_get(backend: Driver, ex: Executor, key_id: str) -> ApiKey | None:
     rows = ex.run("api_key_get", {"id": key_id})
     return _key(backend, rows[0]) if rows else None
 
 
-def key_list(backend: Backend, ex: Executor, *, after_id: str | None, limit: int) -> list[ApiKey]:
+def key_list(backend: Driver, ex: Executor, *, after_id: str | None, limit: int) -> list[ApiKey]:
     rows = ex.run("api_key_list", {"after_id": after_id, "limit": limit})
     return [_key(backend, r) for r in rows]
 
 
-def key_disable(backend: Backend, ex: Executor, key_id: str) -> ApiKey | None:
+def key_disable(backend: Driver, ex: Executor, key_id: str) -> ApiKey | None:
     rows = ex.run("api_key_disable", {"id": key_id, "now": backend.now_param()})
     return _key(backend, rows[0]) if rows else None
 
@@ -142,7 +142,7 @@ def ping(ex: Executor) -> None:
     ex.run("api_ping")
 
 
-def notify_queue(backend: Backend, ex: Executor, queue: str) -> None:
+def notify_queue(backend: Driver, ex: Executor, queue: str) -> None:
     """Wake idle workers of ``queue`` (PostgreSQL NOTIFY; SQLite workers poll)."""
     ex.run("api_notify_queue", {"queue": queue})
 

@@ -39,7 +39,7 @@ def run_once(app: App, *, time_budget: float = 5.0) -> dict[str, int]:
     Stops after ``time_budget`` seconds even if more is due (the next round continues), so
     a large backlog never holds locks or the leader role for long.
     """
-    backend = app.backend
+    backend = app.driver
     deadline = time.monotonic() + time_budget
     pruned: dict[str, int] = {}
     for state, older_than in retention(app).items():

@@ -24,7 +24,7 @@ from ..types import Job
 if TYPE_CHECKING:
     from ..app import App
 
-from ..backends.base import FinishRequest
+from .._drivers.base import FinishRequest
 
 __all__ = ["ExecutionResult", "execute_async", "execute_sync", "finish_request"]
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import FinishRequest
+from .._drivers.base import FinishRequest
 from ..errors import LeaseLost
 from ..types import Finished
 from .inflight import InFlight, InFlightJobs
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Completer"]
 
-log = logging.getLogger("durq.worker")
+log = logging.getLogger("durq._worker")
 
 DbCall = Callable[..., Awaitable[Any]]
 #: What a write produced for one job: what it left, LeaseLost, or None (gave up).
@@ -119,7 +119,7 @@ class Completer:
         failures = 0
         while True:
             try:
-                results = await self.db(self.app.backend.finish_batch, reqs)
+                results = await self.db(self.app.driver.finish_batch, reqs)
                 break
             except Exception as exc:  # the database is away: keep the outcomes, retry
                 if self._giving_up:
@@ -175,7 +175,7 @@ class Completer:
                 on_cancel(entry)
 
     def _beat(self, held: list[tuple[int, int]]) -> dict[int, bool]:
-        backend = self.app.backend
+        backend = self.app.driver
         with backend.transaction() as ex:
             alive = backend.job_heartbeat_many(ex, held, self.lease_seconds)
             backend.worker_heartbeat(ex, self.worker_id, self.written)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Maintenance"]
 
-log = logging.getLogger("durq.maintenance")
+log = logging.getLogger("durq._maintenance")
 
 LEADER_ROLE = "maintenance"
 

@@ -16,10 +16,10 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
 from ...types import Finished, Job
-from ..base import Backend, Capabilities, FinishRequest, NewJob, json_param
+from ..base import Driver, Capabilities, FinishRequest, NewJob, json_param
 from ..sql import Executor, PsycopgExecutor, migrations_in
 
-__all__ = ["PostgresBackend", "conninfo_from_url"]
+__all__ = ["PostgresDriver", "conninfo_from_url"]
 
 
 def conninfo_from_url(url: str) -> str:
@@ -29,7 +29,7 @@ def conninfo_from_url(url: str) -> str:
     return url
 
 
-class PostgresBackend(Backend):
+class PostgresDriver(Driver):
     dialect = "postgresql"
     capabilities = Capabilities(
         listen_notify=True, skip_locked=True, bulk_insert=True, concurrent_writers=True
