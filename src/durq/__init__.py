@@ -1,5 +1,6 @@
 """durq: a durable job queue for Python on PostgreSQL and SQLite."""
 
+from ._worker.runner import Worker
 from .aio import AsyncApp
 from .app import App, EnqueueRequest
 from .errors import (
@@ -20,7 +21,6 @@ from .retry import Exponential, Fail, Fixed, Retry, Snooze
 from .settings import Settings
 from .task import JobContext, Task
 from .types import Artifact, Attempt, Finished, Job, JobState, RequeueResult
-from ._worker.runner import Worker
 
 __all__ = [
     "App",

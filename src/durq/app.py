@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, overload
 
-from ._drivers.base import Driver, NewJob
-from .enqueue import build_new_job, parse_states, validate_queue
-from .errors import ConfigurationError, SchemaOutOfDate, ValidationError
+from ._drivers import Driver, NewJob, open_driver
+from ._engine import jobs, pipeline
+from ._engine.enqueue import insert_job, insert_jobs
+from ._engine.identity import default_worker_id
+from ._engine.schedule import SCOPE as PERIODIC_SCOPE
+from ._engine.schedule import PeriodicTask
+from ._engine.validate import build_new_job, parse_states, validate_queue
+from ._maintenance.reclaim import reclaim_batch
+from .errors import ConfigurationError, LeaseLost, SchemaOutOfDate, ValidationError
 from .retry import DEFAULT_POLICY, Classifier, RetryPolicy
 from .settings import Settings
 from .task import Task
@@ -23,30 +26,6 @@ __all__ = ["App", "EnqueueRequest"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 MAX_LIST_LIMIT = 1000
-
-
-def open_driver(settings: Settings) -> Driver:
-    url = settings.database_url
-    if url.startswith("sqlite:"):
-        from ._drivers.sqlite.driver import SqliteDriver
-
-        return SqliteDriver(
-            url,
-            synchronous=settings.sqlite_synchronous,
-            busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-        )
-    from ._drivers.postgres.driver import PostgresDriver
-
-    return PostgresDriver(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
-
-
-def default_worker_id() -> str:
-    """Seed 003 §2: ``POD_NAME`` → ``HOSTNAME`` → a UUID made at boot, plus the pid."""
-    base = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or _BOOT_ID
-    return f"{base}:{os.getpid()}"
-
-
-_BOOT_ID = f"{socket.gethostname() or 'host'}-{uuid.uuid4().hex[:8]}"
 
 
 class EnqueueRequest:
@@ -75,7 +54,7 @@ class App:
             settings = settings.model_copy(update={"database_url": database_url})
         self.settings = settings
         self.tasks: dict[str, Task[Any, Any]] = {}
-        self.periodic_tasks: list[Any] = []
+        self.periodic_tasks: list[PeriodicTask] = []
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()
 
@@ -86,7 +65,14 @@ class App:
         if self._driver is None:
             with self._driver_lock:  # threads racing here must share one pool
                 if self._driver is None:
-                    self._driver = open_driver(self.settings)
+                    s = self.settings
+                    self._driver = open_driver(
+                        s.database_url,
+                        pool_min_size=s.pool_min_size,
+                        pool_max_size=s.pool_max_size,
+                        sqlite_synchronous=s.sqlite_synchronous,
+                        sqlite_busy_timeout_ms=s.sqlite_busy_timeout_ms,
+                    )
         return self._driver
 
     @property
@@ -204,7 +190,6 @@ class App:
         ``Task``. Six fields put seconds last (``"* * * * * */10"``). A tick missed by less
         than ``catchup`` seconds (every worker down) is still enqueued when one comes back.
         """
-        from ._maintenance.periodic import PeriodicTask
 
         def register(target: F | Task[Any, Any]) -> Task[Any, Any]:
             if isinstance(target, Task) and task_options:
@@ -275,7 +260,9 @@ class App:
             max_attempts=max_attempts
             if max_attempts is not None
             else (known.max_attempts if known else self.settings.default_max_attempts),
-            retry=known.retry if known else _NoPolicy(),
+            # A task this process does not know gets the default schedule, stored on the
+            # job so the worker, its failures and its lost leases all apply the same one.
+            retry=known.retry if known else DEFAULT_POLICY,
             created_by=created_by,
             idempotency_key=idempotency_key,
             idempotency_scope=idempotency_scope,
@@ -323,17 +310,17 @@ class App:
 
     def insert(self, new: NewJob, *, connection: Any = None) -> tuple[Job, bool]:
         """Write a validated ``NewJob``: ``(job, created)``."""
+        driver = self.driver
         if connection is not None:
-            ex = self.driver.foreign_executor(connection, self.driver.dialect)
-            return self.driver.job_insert(ex, new)
+            return insert_job(driver, driver.foreign_executor(connection), new)
         if new.idempotency_key is None:  # a single statement: let it commit by itself
-            with self.driver.autocommit() as ex:
-                job, created = self.driver.job_insert(ex, new)
+            with driver.autocommit() as ex:
+                job, created = insert_job(driver, ex, new)
         else:
-            with self.driver.transaction() as ex:
-                job, created = self.driver.job_insert(ex, new)
+            with driver.transaction() as ex:
+                job, created = insert_job(driver, ex, new)
         if created:
-            self._announce([job.queue])
+            jobs.announce_committed(driver, [job.queue])
         return job, created
 
     def enqueue_many(
@@ -355,26 +342,33 @@ class App:
                 raise ValidationError(f"item {i}: {exc}") from None
         if not built:
             return []
+        driver = self.driver
         if connection is not None:
-            ex = self.driver.foreign_executor(connection, self.driver.dialect)
-            return self.driver.job_insert_many(ex, built)
-        with self.driver.transaction() as ex:
-            jobs = self.driver.job_insert_many(ex, built)
-        self._announce({job.queue for job in jobs})
-        return jobs
+            return insert_jobs(driver, driver.foreign_executor(connection), built)
+        with driver.transaction() as ex:
+            inserted = insert_jobs(driver, ex, built)
+        jobs.announce_committed(driver, {job.queue for job in inserted})
+        return inserted
 
-    def _announce(self, queues: Iterable[str]) -> None:
-        """Committed new jobs: wake this process's idle workers on those queues now."""
-        from ._worker.notifier import announce
-
-        announce(self.database_url, queues)
+    def enqueue_tick(self, schedule: PeriodicTask, tick: datetime) -> tuple[Job, bool]:
+        """Enqueue one tick of a periodic schedule, once however often it is asked."""
+        new = self.build(
+            schedule.task,
+            schedule.args,
+            queue=schedule.queue,
+            run_at=tick,
+            idempotency_key=schedule.key(tick),
+            idempotency_scope=PERIODIC_SCOPE,
+            idempotency_ttl=schedule.key_ttl,
+        )
+        return self.insert(new)
 
     # ---- reads -----------------------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job:
         """The job, or ``JobNotFound`` (``JobGone`` if it was pruned)."""
         with self.driver.read() as ex:
-            return self.driver.job_get(ex, int(job_id))
+            return jobs.get(self.driver, ex, int(job_id))
 
     def list_jobs(
         self,
@@ -416,25 +410,23 @@ class App:
 
     def attempts(self, job_id: int) -> list[Attempt]:
         with self.driver.read() as ex:
-            self.driver.job_get(ex, job_id)
+            jobs.get(self.driver, ex, job_id)
             return self.driver.attempt_list(ex, job_id)
 
     def artifacts(self, job_id: int) -> list[Artifact]:
         with self.driver.read() as ex:
-            self.driver.job_get(ex, job_id)
+            jobs.get(self.driver, ex, job_id)
             return self.driver.artifact_list(ex, job_id)
 
     def queue_stats(self) -> dict[str, dict[str, Any]]:
         """Per queue: counts by state, oldest and p95 age of ready jobs, and ``degraded``."""
         with self.driver.read() as ex:
-            stats = self.driver.queue_stats(ex)
-        for entry in stats.values():
-            p95 = entry["p95_age_seconds"] or 0.0
-            entry["degraded"] = bool(
-                p95 > self.settings.degraded_p95_age_seconds
-                or entry["ready"] > self.settings.degraded_ready_count
+            return jobs.queue_stats(
+                self.driver,
+                ex,
+                degraded_p95_age=self.settings.degraded_p95_age_seconds,
+                degraded_ready=self.settings.degraded_ready_count,
             )
-        return stats
 
     # ---- operator actions ------------------------------------------------------------
 
@@ -442,14 +434,19 @@ class App:
         """queued/retry_wait → cancelled; running → cancel requested (honoured at the
         worker's next fenced write); finished → unchanged."""
         with self.driver.transaction() as ex:
-            return self.driver.job_cancel(ex, int(job_id))
+            return jobs.cancel(self.driver, ex, int(job_id))
 
     def requeue(self, job_id: int) -> RequeueResult:
-        """Seed 000: a running job is an idempotent no-op; any other state → queued with
-        attempts, error and finished time reset."""
-        with self.driver.transaction() as ex:
-            job, idempotent = self.driver.job_requeue(ex, int(job_id))
-        return RequeueResult(job=job, idempotent=idempotent)
+        """A running job is left alone (an idempotent no-op); any other state → queued with
+        attempts, error and finished time reset, and idle workers woken: in other processes
+        by a notification where the database has them, in this one directly."""
+        driver = self.driver
+        with driver.transaction() as ex:
+            done = jobs.requeue(driver, ex, int(job_id))
+        woke = False
+        if not done.idempotent:
+            woke = jobs.announce_committed(driver, [done.job.queue]) or done.notified
+        return RequeueResult(job=done.job, idempotent=done.idempotent, woke_workers=woke)
 
     def pause_queue(self, queue: str) -> None:
         with self.driver.transaction() as ex:
@@ -473,8 +470,6 @@ class App:
         A job that is not ready (running elsewhere, finished, scheduled later) is returned
         unchanged.
         """
-        from ._worker.executor import execute_sync
-
         wid = worker_id or default_worker_id()
         with self.driver.transaction() as ex:
             job = self.driver.job_claim_id(
@@ -482,7 +477,7 @@ class App:
             )
         if job is None:
             return self.get_job(job_id)
-        return self._finish(execute_sync(self, job, wid), wid)
+        return self._run_claimed(job, wid)
 
     def work(
         self,
@@ -494,58 +489,46 @@ class App:
     ) -> list[Job]:
         """Claim and run ready jobs in this thread until none is ready (or ``limit`` ran).
 
-        The simple in-process loop used by ``durq.testing`` and sync execution; the
-        ``durq worker`` runtime adds concurrency, heartbeats and graceful shutdown.
+        The simple in-process loop behind ``durq.testing``; ``durq worker`` adds
+        concurrency, heartbeats and graceful shutdown.
         """
-        from ._worker.executor import execute_sync
-
         wid = worker_id or default_worker_id()
         names = (
-            list(queues)
+            list(dict.fromkeys(queues))
             if queues
             else sorted({t.queue for t in self.tasks.values()} or {"default"})
         )
         done: list[Job] = []
         while limit is None or len(done) < limit:
-            take = batch if limit is None else min(batch, limit - len(done))
+            claimed: list[Job] = []
             with self.driver.transaction() as ex:
-                claimed = self.driver.job_claim(
-                    ex,
-                    queues=names,
-                    worker_id=wid,
-                    limit=take,
-                    lease_seconds=self.settings.lease_seconds,
-                )
+                for queue in names:
+                    take = batch if limit is None else min(batch, limit - len(done))
+                    claimed += self.driver.job_claim(
+                        ex,
+                        queue=queue,
+                        worker_id=wid,
+                        limit=take - len(claimed),
+                        lease_seconds=self.settings.lease_seconds,
+                    )
+                    if len(claimed) >= take:
+                        break
             if not claimed:
                 break
-            for job in claimed:
-                done.append(self._finish(execute_sync(self, job, wid), wid))
+            done.extend(self._run_claimed(job, wid) for job in claimed)
         return done
 
-    def _finish(self, result: Any, worker_id: str) -> Job:
-        from .errors import LeaseLost
-        from ._worker.executor import finish_request
-
-        req = finish_request(result, worker_id)
-        if req is None:
-            return self.get_job(result.job.id)
+    def _run_claimed(self, job: Job, worker_id: str) -> Job:
+        runtime = pipeline.Runtime(self.driver, self.tasks, self.settings.lease_seconds)
+        req = pipeline.conclude(pipeline.run_sync(runtime, job, worker_id), worker_id)
+        if req is None:  # the task's own fenced write found the lease lost
+            return self.get_job(job.id)
         try:
             with self.driver.transaction() as ex:
-                return self.driver.job_finish(ex, req)
+                return jobs.finish(self.driver, ex, req)
         except LeaseLost:
-            return self.get_job(result.job.id)
+            return self.get_job(job.id)
 
     def reclaim_expired(self, limit: int = 100) -> list[Job]:
         """Expired leases → ``retry_wait`` or ``dead_letter`` (the lost attempt is recorded)."""
-        with self.driver.transaction() as ex:
-            return self.driver.job_reclaim(ex, limit)
-
-
-class _NoPolicy:
-    """Stored for tasks this process does not know: the worker applies the task's own."""
-
-    def delay_for(self, attempt: int, rng: Any = None) -> float:
-        return DEFAULT_POLICY.delay_for(attempt, rng)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {}
+        return reclaim_batch(self.driver, limit)

@@ -21,13 +21,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._worker.runner import Worker
 from .app import App, EnqueueRequest
-from ._drivers.base import nearest_rank
 from .retry import Fail, Fixed
 from .settings import Settings
 from .task import JobContext
-from .types import TERMINAL_STATES
-from ._worker.runner import Worker
+from .types import TERMINAL_STATES, nearest_rank
 
 __all__ = ["build_demo_app", "demo_requests", "run_demo"]
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from .errors import ConfigurationError
 
 __all__ = [
+    "MAX_DELAY_SECONDS",
     "Classifier",
     "Exponential",
     "Fail",
@@ -28,6 +29,15 @@ __all__ = [
     "TaskSignal",
     "policy_from_dict",
 ]
+
+
+#: No retry, snooze or scheduled delay is longer than this (365 days): a longer one is
+#: clamped where it is made, so it can always be stored as a time.
+MAX_DELAY_SECONDS = 365 * 24 * 3600.0
+
+
+def clamp_delay(seconds: float) -> float:
+    return min(float(seconds), MAX_DELAY_SECONDS)
 
 
 def _finite_non_negative(value: float) -> bool:
@@ -64,7 +74,7 @@ class Fixed:
 
     def delay_for(self, attempt: int, rng: random.Random | None = None) -> float:
         index = min(max(attempt, 1) - 1, len(self.delays) - 1)
-        return float(self.delays[index])
+        return clamp_delay(self.delays[index])
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "fixed", "delays": list(self.delays)}
@@ -98,12 +108,18 @@ class Exponential:
 
     def delay_for(self, attempt: int, rng: random.Random | None = None) -> float:
         exponent = max(attempt, 1) - 1
-        raw = self.base * self.factor**exponent
+        # Cap before exponentiating: factor**exponent overflows a float near attempt 1,100.
+        limit = min(self.cap if self.cap is not None else MAX_DELAY_SECONDS, MAX_DELAY_SECONDS)
+        ceiling = limit / (1 - self.jitter)  # even the lowest jitter stays at the limit
+        if self.base == 0:
+            raw = 0.0
+        elif self.factor > 1 and exponent * math.log(self.factor) > math.log(ceiling / self.base):
+            raw = ceiling
+        else:
+            raw = self.base * self.factor**exponent
         if self.jitter:
             raw *= 1 + (rng or random).uniform(-self.jitter, self.jitter)
-        if self.cap is not None:
-            raw = min(raw, self.cap)
-        return float(raw)
+        return float(min(raw, limit))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,7 +166,7 @@ class Retry(TaskSignal):
     ) -> None:
         if after is not None and not _finite_non_negative(after):
             raise ValueError(f"Retry(after=...) must be >= 0 seconds, got {after}")
-        self.after = after
+        self.after = None if after is None else clamp_delay(after)
         self.code = code
         self.message = message or (
             f"retry requested after {after}s" if after else "retry requested"
@@ -173,8 +189,8 @@ class Snooze(TaskSignal):
     def __init__(self, seconds: float) -> None:
         if not _finite_non_negative(seconds):
             raise ValueError(f"Snooze(seconds) must be >= 0, got {seconds}")
-        self.seconds = float(seconds)
-        super().__init__(f"snoozed for {seconds}s")
+        self.seconds = clamp_delay(seconds)
+        super().__init__(f"snoozed for {self.seconds:g}s")
 
 
 #: Maps an exception a task raised to a signal (``Retry``, ``Fail``, ``Snooze``), or

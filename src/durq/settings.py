@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     api_rate_limit_burst: int = Field(100, ge=1)
     api_max_body_bytes: int = Field(1_048_576, ge=1024)
     api_max_page_size: int = Field(500, ge=1, le=999)
+    # execution_mode "sync": how long a submit waits for a worker to finish the job before
+    # answering 202 with the job still pending.
+    api_sync_wait_seconds: float = Field(30.0, gt=0, le=600)
 
     # SQLite durability: FULL survives power loss in WAL mode, NORMAL only process crashes
     sqlite_synchronous: Literal["FULL", "NORMAL", "OFF"] = "FULL"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidTransition
-from .retry import Fail, Retry, RetryPolicy, Snooze, TaskSignal
+from .retry import Fail, Retry, RetryPolicy, Snooze, TaskSignal, clamp_delay
 from .types import JobState
 
 __all__ = [
@@ -115,7 +115,7 @@ def retry(delay: float, code: str, message: str, *, lost: bool = False) -> Chang
         "reclaim" if lost else "retry",
         W,
         "lost" if lost else "failed",
-        delay=delay,
+        delay=clamp_delay(delay),
         error_code=storable(code),
         error_message=storable(message),
         bump_version=lost,
@@ -134,7 +134,7 @@ def dead_letter(code: str, message: str, *, lost: bool = False) -> Change:
 
 
 def snooze(delay: float) -> Change:
-    return Change("snooze", Q, "snoozed", delay=delay, refund_attempt=True)
+    return Change("snooze", Q, "snoozed", delay=clamp_delay(delay), refund_attempt=True)
 
 
 def release() -> Change:

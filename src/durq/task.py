@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
+from ._drivers import Driver
+from ._engine import jobs
+from ._engine.validate import canonical_json
 from .errors import ConfigurationError, InvalidStage
 from .retry import Classifier, RetryPolicy
 from .types import Artifact, Job
-
-if TYPE_CHECKING:
-    from .app import App
 
 __all__ = ["JobContext", "Task"]
 
@@ -21,11 +22,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class Enqueuer(Protocol):
+    """What a task enqueues itself through (``durq.App``)."""
+
+    @property
+    def enqueue(self) -> Callable[..., Job]: ...
+
+
 @dataclass
 class Task(Generic[P, R]):
     """A registered function plus its defaults. Call it to run it directly."""
 
-    app: App
+    app: Enqueuer
     name: str
     fn: Callable[..., Any]
     queue: str
@@ -78,9 +86,8 @@ class Task(Generic[P, R]):
         )
 
     async def aenqueue(self, **kwargs: Any) -> Job:
-        from .aio import AsyncApp
-
-        return await AsyncApp(self.app).enqueue(self, kwargs)
+        """``enqueue`` from async code, without blocking the event loop."""
+        return await asyncio.to_thread(self.app.enqueue, self, kwargs)
 
     def next_stage_guard(self, job_id: int, current: str | None, stage: str) -> str | None:
         """The stage the job must be at to move to ``stage`` (None: no stage yet)."""
@@ -104,14 +111,17 @@ class JobContext:
     Every write it makes is fenced by the claim; a lost lease raises ``LeaseLost``.
     """
 
-    def __init__(self, app: App, task: Task[Any, Any], job: Job, worker_id: str) -> None:
-        self.app = app
+    def __init__(
+        self, driver: Driver, task: Task[Any, Any], job: Job, worker_id: str, lease_seconds: float
+    ) -> None:
         self.task = task
         self.job = job
         self.worker_id = worker_id
         self.stage: str | None = job.stage
         self.artifacts: list[Artifact] = []
         self.cancel_requested = False
+        self._driver = driver
+        self._lease_seconds = lease_seconds
 
     @property
     def attempt(self) -> int:
@@ -120,31 +130,24 @@ class JobContext:
     def set_stage(self, stage: str) -> None:
         """Advance to the next declared stage (e.g. fetching → processing → uploading)."""
         expected = self.task.next_stage_guard(self.job.id, self.stage, stage)
-        with self.app.driver.transaction() as ex:
-            cancel = self.app.driver.job_set_stage(
-                ex,
-                self.job,
-                self.job.claim_version,
-                stage,
-                expected,
-                self.app.settings.lease_seconds,
+        with self._driver.transaction() as ex:
+            cancel = jobs.set_stage(
+                self._driver, ex, self.job, stage, expected, self._lease_seconds
             )
         self.stage = stage
         self.cancel_requested = self.cancel_requested or cancel
 
     def heartbeat(self) -> bool:
         """Extend the lease now; returns True if a cancel was requested."""
-        with self.app.driver.transaction() as ex:
-            cancel = self.app.driver.job_heartbeat(
-                ex, self.job.id, self.job.claim_version, self.app.settings.lease_seconds
+        with self._driver.transaction() as ex:
+            cancel = jobs.heartbeat(
+                self._driver, ex, self.job.id, self.job.claim_version, self._lease_seconds
             )
         self.cancel_requested = self.cancel_requested or cancel
         return self.cancel_requested
 
     def add_artifact(self, artifact_type: str, payload: Any = None, ref: str | None = None) -> None:
         """Record a typed output, written with the job's success (and only then)."""
-        from .enqueue import canonical_json
-
         canonical_json(payload, what=f"artifact {artifact_type!r} payload")
         self.artifacts.append(Artifact(artifact_type=artifact_type, payload=payload, ref=ref))
 

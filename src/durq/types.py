@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -170,10 +171,12 @@ class Artifact:
 
 @dataclass(frozen=True, slots=True)
 class RequeueResult:
-    """What ``requeue`` did: seed 000's operator view of the job afterwards."""
+    """What ``requeue`` did: the job afterwards, whether it was left alone (running), and
+    whether idle workers were woken (a notification sent, or a worker of this process)."""
 
     job: Job
     idempotent: bool
+    woke_workers: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,3 +223,8 @@ class WorkerInfo:
             "processed": self.processed,
             "heartbeat_seconds": self.heartbeat_seconds,
         }
+
+
+def nearest_rank(n: int, fraction: float) -> int:
+    """0-based index of the nearest-rank percentile in an ascending list of ``n`` values."""
+    return max(0, math.ceil(fraction * n) - 1)

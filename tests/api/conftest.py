@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,6 +41,24 @@ class Api:
     client: TestClient
     keys: dict[str, str] = field(default_factory=dict)
     key_ids: dict[str, str] = field(default_factory=dict)
+    worker: durq.Worker | None = None
+    worker_thread: threading.Thread | None = None
+
+    def start_worker(self) -> None:
+        """A real worker beside the API (execution_mode "sync" waits for one)."""
+        if self.worker is not None:
+            return
+        self.worker = durq.Worker(self.app, poll_interval=0.05, maintenance=False)
+        self.worker_thread = threading.Thread(target=self.worker.run, daemon=True)
+        self.worker_thread.start()
+        assert self.worker.ready.wait(20), "the worker did not start"
+
+    def close(self) -> None:
+        if self.worker is not None and self.worker_thread is not None:
+            self.worker.request_stop()
+            self.worker_thread.join(30)
+        self.client.close()
+        self.app.close()
 
     def auth(self, who: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[who]}"}
@@ -53,6 +72,8 @@ class Api:
     def submit(self, who: str = "producer", **body: Any) -> dict[str, Any]:
         body.setdefault("task", "add")
         body.setdefault("args", {"x": 1, "y": 2} if body["task"] == "add" else {})
+        if body.get("execution_mode") == "sync":
+            self.start_worker()
         response = self.call("POST", "/v1/jobs", who, json=body)
         assert response.status_code in (200, 202), response.text
         data: dict[str, Any] = response.json()["data"]
@@ -76,7 +97,7 @@ def register_tasks(app: durq.App) -> None:
         raise durq.Fail("invalid_tuple", "source library is a default library")
 
 
-def build_api(db_url: str, **overrides: Any) -> Api:
+def build_api(db_url: str, *, worker: bool = False, **overrides: Any) -> Api:
     overrides.setdefault("api_rate_limit_per_second", 0)
     overrides.setdefault("api_internal_token", INTERNAL_TOKEN)
     overrides.setdefault("sqlite_synchronous", "NORMAL")  # API behaviour, not durability
@@ -88,6 +109,8 @@ def build_api(db_url: str, **overrides: Any) -> Api:
         if role in app.settings.role_ladder:
             key, plaintext = service.create(owner, role)
             api.keys[name], api.key_ids[name] = plaintext, key.id
+    if worker:
+        api.start_worker()
     return api
 
 
@@ -101,8 +124,7 @@ def make_api(db_url: str) -> Iterator[Callable[..., Api]]:
 
     yield make
     for api in made:
-        api.client.close()
-        api.app.close()
+        api.close()
 
 
 @pytest.fixture
@@ -126,5 +148,4 @@ def module_db_url(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Iter
 def shared_api(module_db_url: str) -> Iterator[Api]:
     api = build_api(module_db_url)
     yield api
-    api.client.close()
-    api.app.close()
+    api.close()

@@ -11,7 +11,6 @@ import pytest
 
 import durq
 from durq.api.schemas import JobOut
-from durq._drivers import api_ops
 from durq._maintenance import prune
 
 from .conftest import INTERNAL_TOKEN, Api
@@ -370,7 +369,7 @@ def test_key_lifecycle_over_http(api: Api) -> None:
     # only the SHA-256 hash is stored
     backend = api.app.driver
     with backend.read() as ex:
-        found = api_ops.key_by_hash(backend, ex, hashlib.sha256(new["key"].encode()).hexdigest())
+        found = backend.key_by_hash(ex, hashlib.sha256(new["key"].encode()).hexdigest())
     assert found is not None and found[0].id == new["id"] and found[1] != new["key"]
 
     disabled = api.call("DELETE", f"/v1/keys/{new['id']}", "admin")

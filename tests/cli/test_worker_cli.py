@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import durq
 from durq.cli.main import app as cli
 
-from .._worker.support import run_cli, running_worker
+from ..worker.support import run_cli, running_worker
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import durq._drivers
-from durq._drivers.base import JOB_FIELDS
+from durq._drivers.rows import JOB_FIELDS
 from durq._drivers.sql import load_queries
 
 DIALECTS = sorted(

@@ -1,0 +1,50 @@
+"""The driver seam: everything durq says to a database goes through a :class:`Driver`.
+
+A driver is a set of named, typed operations over SQL blocks (``*.sql`` beside each
+dialect), capability flags, and value conversion; it holds no job policy. The engine
+(``durq._engine``) holds the rules; :func:`open_driver` is the one place a concrete
+driver is chosen.
+"""
+
+from __future__ import annotations
+
+from .api import ApiKey, ApiQueries, AttemptBucket
+from .base import Capabilities, FinishRequest, NewJob
+from .jobs import JobQueries
+from .runtime import RuntimeQueries
+from .sql import Executor
+
+__all__ = [
+    "ApiKey",
+    "AttemptBucket",
+    "Capabilities",
+    "Driver",
+    "Executor",
+    "FinishRequest",
+    "NewJob",
+    "open_driver",
+]
+
+
+class Driver(JobQueries, RuntimeQueries, ApiQueries):
+    """One database: connections and every named operation durq runs on it."""
+
+
+def open_driver(
+    url: str,
+    *,
+    pool_min_size: int = 1,
+    pool_max_size: int = 10,
+    sqlite_synchronous: str = "FULL",
+    sqlite_busy_timeout_ms: int = 30_000,
+) -> Driver:
+    """The driver for ``url``. Imported on demand: a SQLite app never loads psycopg."""
+    if url.startswith("sqlite:"):
+        from .sqlite.driver import SqliteDriver
+
+        return SqliteDriver(
+            url, synchronous=sqlite_synchronous, busy_timeout_ms=sqlite_busy_timeout_ms
+        )
+    from .postgres.driver import PostgresDriver
+
+    return PostgresDriver(url, min_size=pool_min_size, max_size=pool_max_size)

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from psycopg import Connection as PsycopgConnection
-from psycopg.rows import tuple_row
-
 __all__ = ["Executor", "Queries", "load_queries"]
 
 _NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -67,50 +64,6 @@ class Executor(Protocol):
         """Like :meth:`run`, but each row as a sequence in the block's column order (the
         hot paths skip building a dict per row)."""
         ...
-
-
-_COLUMNS: dict[str, list[str]] = {}  # column names of each named block's result
-
-
-class PsycopgExecutor:
-    """A psycopg 3 (or psycopg2) connection: ``%(name)s`` placeholders."""
-
-    dialect = "postgresql"
-
-    def __init__(self, conn: Any, queries: Queries) -> None:
-        self.conn = conn
-        self.queries = queries
-        self._psycopg3 = isinstance(conn, PsycopgConnection)
-
-    def run(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        if self._psycopg3:
-            # A named block always returns the same columns: read their names once.
-            # (cursor.description builds a Column object per column on every call, which
-            # costs more client time than a small statement itself.)
-            with self.conn.cursor(row_factory=tuple_row) as cur:
-                cur.execute(self.queries.pyformat[name], params or {})
-                result = cur.pgresult
-                if result is None or not result.nfields:
-                    return []
-                cols = _COLUMNS.get(name)
-                if cols is None or len(cols) != result.nfields:
-                    cols = _COLUMNS[name] = [
-                        (result.fname(i) or b"").decode() for i in range(result.nfields)
-                    ]
-                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
-        with self.conn.cursor() as cur:
-            cur.execute(self.queries.pyformat[name], params or {})
-            if cur.description is None:
-                return []
-            cols = [d[0] for d in cur.description]
-            return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
-
-    def values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
-        if not self._psycopg3:
-            return [tuple(row.values()) for row in self.run(name, params)]
-        with self.conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(self.queries.pyformat[name], params or {})
-            return cur.fetchall() if cur.pgresult is not None and cur.pgresult.nfields else []
 
 
 class SqliteExecutor:

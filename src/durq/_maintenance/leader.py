@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..app import App
+from .._drivers import Driver
 
 __all__ = ["LeaderLease"]
 
-log = logging.getLogger("durq._maintenance")
+log = logging.getLogger("durq.maintenance")
 
 
 class LeaderLease:
-    def __init__(self, app: App, name: str, holder: str, *, ttl: float = 10.0) -> None:
-        self.app = app
+    def __init__(self, driver: Driver, name: str, holder: str, *, ttl: float = 10.0) -> None:
+        self.driver = driver
         self.name = name
         self.holder = holder
         self.ttl = ttl
@@ -38,8 +36,8 @@ class LeaderLease:
         now = time.monotonic()
         if now < self._held_until - self.ttl / 3 or now < self._next_try:
             return self.held
-        with self.app.driver.transaction() as ex:
-            won = self.app.driver.leader_acquire(ex, self.name, self.holder, self.ttl)
+        with self.driver.transaction() as ex:
+            won = self.driver.leader_acquire(ex, self.name, self.holder, self.ttl)
         if won and not self.held:
             log.info("%s leads %r now", self.holder, self.name)
         self._held_until = now + self.ttl if won else 0.0
@@ -52,10 +50,10 @@ class LeaderLease:
         if self._held_until == 0.0:
             return
         self._held_until = 0.0
-        with self.app.driver.transaction() as ex:
-            self.app.driver.leader_release(ex, self.name, self.holder)
+        with self.driver.transaction() as ex:
+            self.driver.leader_release(ex, self.name, self.holder)
 
     def current(self) -> str | None:
         """Who leads, as the database sees it (None: nobody)."""
-        with self.app.driver.read() as ex:
-            return self.app.driver.leader_get(ex, self.name)
+        with self.driver.read() as ex:
+            return self.driver.leader_get(ex, self.name)

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from .._drivers import Driver
+from .._engine.schedule import PeriodicTask
+from ..settings import Settings
 from . import periodic, prune, reclaim
 from .leader import LeaderLease
 
-if TYPE_CHECKING:
-    from ..app import App
-
 __all__ = ["Maintenance"]
 
-log = logging.getLogger("durq._maintenance")
+log = logging.getLogger("durq.maintenance")
 
 LEADER_ROLE = "maintenance"
 
@@ -33,21 +32,27 @@ class Maintenance:
 
     def __init__(
         self,
-        app: App,
+        driver: Driver,
+        settings: Settings,
         holder: str,
         *,
+        schedules: Sequence[PeriodicTask] = (),
+        enqueue_tick: periodic.EnqueueTick | None = None,
         reclaim_interval: float,
         prune_interval: float = 60.0,
         leader_ttl: float = 10.0,
         on_reclaimed: Callable[[], None] | None = None,
     ) -> None:
-        self.app = app
+        self.driver = driver
+        self.settings = settings
+        self.schedules = list(schedules)
+        self.enqueue_tick = enqueue_tick
         #: Called (from the maintenance thread) after jobs were reclaimed: they are ready
         #: again, so the worker's producer should look now rather than at its next poll.
         self.on_reclaimed = on_reclaimed
         self.reclaim_interval = reclaim_interval
         self.prune_interval = prune_interval
-        self.leader = LeaderLease(app, LEADER_ROLE, holder, ttl=leader_ttl)
+        self.leader = LeaderLease(driver, LEADER_ROLE, holder, ttl=leader_ttl)
         self.reclaimed = 0
         self.periodic_enqueued = 0
         self.pruned = 0
@@ -63,17 +68,21 @@ class Maintenance:
             self._next_reclaim = now + self.reclaim_interval
         wait = min(self.MAX_SLEEP, self._next_reclaim - now)
         if self.leader.hold():
-            jobs = periodic.run_once(self.app, done=self._ticks_done)
+            jobs = (
+                periodic.run_once(self.schedules, self.enqueue_tick, done=self._ticks_done)
+                if self.enqueue_tick is not None
+                else []
+            )
             self.periodic_enqueued += len(jobs)
             for job in jobs:
                 log.info("periodic %s enqueued as job %s", job.idempotency_key, job.id)
             if now >= self._next_prune:
-                counts = prune.run_once(self.app)
+                counts = prune.run_once(self.driver, self.settings)
                 self._next_prune = now + self.prune_interval
                 self.pruned += sum(counts.values())
                 if any(counts.values()):
                     log.info("pruned finished jobs past retention: %s", counts)
-            tick = periodic.seconds_until_next_tick(self.app)
+            tick = periodic.seconds_until_next_tick(self.schedules)
             if tick is not None:
                 wait = min(wait, tick)
         else:
@@ -81,7 +90,7 @@ class Maintenance:
         return max(0.01, wait)
 
     def reclaim(self) -> None:
-        jobs = reclaim.run_once(self.app)
+        jobs = reclaim.run_once(self.driver)
         self.reclaimed += len(jobs)
         if jobs and self.on_reclaimed is not None:
             self.on_reclaimed()

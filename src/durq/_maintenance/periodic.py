@@ -12,72 +12,25 @@ enqueued when a leader comes back; older ticks are skipped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
-from croniter import croniter
-
-from ..errors import ConfigurationError, JobNotFound
+from .._engine.schedule import PeriodicTask
+from ..errors import JobNotFound
 from ..types import Job
 
-if TYPE_CHECKING:
-    from ..app import App
+__all__ = ["EnqueueTick", "run_once", "seconds_until_next_tick"]
 
-__all__ = ["SCOPE", "PeriodicTask", "run_once", "seconds_until_next_tick"]
-
-SCOPE = "periodic"
-#: Never enqueue more than this many missed ticks of one schedule in one round.
-MAX_TICKS_PER_ROUND = 100
-
-
-@dataclass(frozen=True)
-class PeriodicTask:
-    """One schedule: enqueue ``task`` with ``args`` at every tick of ``cron``."""
-
-    name: str
-    task: str
-    cron: str
-    args: dict[str, Any] = field(default_factory=dict)
-    queue: str | None = None
-    catchup: float = 60.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.cron, str) or not croniter.is_valid(self.cron):
-            raise ConfigurationError(
-                f"periodic task {self.name!r}: invalid cron expression {self.cron!r}; use five "
-                "fields (minute hour day month weekday) such as '*/5 * * * *', or six with "
-                "seconds last such as '* * * * * */10'"
-            )
-        if not self.catchup >= 0:
-            raise ConfigurationError(f"periodic task {self.name!r}: catchup must be >= 0 seconds")
-
-    def ticks(self, after: datetime, until: datetime) -> list[datetime]:
-        """The ticks ``t`` with ``after < t <= until``, oldest first (at most a bounded few)."""
-        it = croniter(self.cron, after.astimezone(UTC))
-        found: list[datetime] = []
-        while len(found) < MAX_TICKS_PER_ROUND:
-            tick = it.get_next(datetime)
-            if tick > until:
-                break
-            found.append(tick)
-        return found
-
-    def next_tick(self, after: datetime) -> datetime:
-        tick: datetime = croniter(self.cron, after.astimezone(UTC)).get_next(datetime)
-        return tick
-
-    def key(self, tick: datetime) -> str:
-        return f"{self.name}@{tick.astimezone(UTC).isoformat()}"
-
-    @property
-    def key_ttl(self) -> float:
-        # The key must outlive the window in which a tick may still be enqueued.
-        return max(2 * self.catchup, 3600.0)
+#: Enqueues one tick of a schedule (idempotently): ``(job, created)``.
+EnqueueTick = Callable[[PeriodicTask, datetime], tuple[Job, bool]]
 
 
 def run_once(
-    app: App, *, now: datetime | None = None, done: dict[str, datetime] | None = None
+    schedules: Sequence[PeriodicTask],
+    enqueue_tick: EnqueueTick,
+    *,
+    now: datetime | None = None,
+    done: dict[str, datetime] | None = None,
 ) -> list[Job]:
     """Enqueue every tick due in the catch-up window that is not enqueued yet.
 
@@ -87,23 +40,13 @@ def run_once(
     """
     now = now or datetime.now(UTC)
     created: list[Job] = []
-    for periodic in app.periodic_tasks:
-        assert isinstance(periodic, PeriodicTask)
+    for periodic in schedules:
         after = now - timedelta(seconds=periodic.catchup)
         if done is not None and periodic.name in done:
             after = max(after, done[periodic.name])
         for tick in periodic.ticks(after, now):
-            new = app.build(
-                periodic.task,
-                periodic.args,
-                queue=periodic.queue,
-                run_at=tick,
-                idempotency_key=periodic.key(tick),
-                idempotency_scope=SCOPE,
-                idempotency_ttl=periodic.key_ttl,
-            )
             try:
-                job, was_created = app.insert(new)
+                job, was_created = enqueue_tick(periodic, tick)
             except JobNotFound:  # this tick's job already ran and was pruned
                 was_created = False
             if was_created:
@@ -113,10 +56,12 @@ def run_once(
     return created
 
 
-def seconds_until_next_tick(app: App, now: datetime | None = None) -> float | None:
+def seconds_until_next_tick(
+    schedules: Sequence[PeriodicTask], now: datetime | None = None
+) -> float | None:
     """Seconds until the soonest tick of any schedule (None: no periodic tasks)."""
-    if not app.periodic_tasks:
+    if not schedules:
         return None
     now = now or datetime.now(UTC)
-    soonest: datetime = min(p.next_tick(now) for p in app.periodic_tasks)
+    soonest: datetime = min(p.next_tick(now) for p in schedules)
     return max(0.0, (soonest - now).total_seconds())

@@ -10,12 +10,10 @@ for it while an id that never existed raises ``JobNotFound`` (404).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from .._drivers import Driver
+from ..settings import Settings
 from ..types import JobState
-
-if TYPE_CHECKING:
-    from ..app import App
 
 __all__ = ["WORKER_RETENTION_SECONDS", "run_once"]
 
@@ -24,8 +22,7 @@ BATCH = 500
 WORKER_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 
-def retention(app: App) -> dict[JobState, float]:
-    s = app.settings
+def retention(s: Settings) -> dict[JobState, float]:
     return {
         JobState.SUCCEEDED: s.prune_succeeded_seconds,
         JobState.DEAD_LETTER: s.prune_dead_letter_seconds,
@@ -33,16 +30,16 @@ def retention(app: App) -> dict[JobState, float]:
     }
 
 
-def run_once(app: App, *, time_budget: float = 5.0) -> dict[str, int]:
+def run_once(driver: Driver, settings: Settings, *, time_budget: float = 5.0) -> dict[str, int]:
     """One pruning round, in short transactions; returns how many jobs went per state.
 
     Stops after ``time_budget`` seconds even if more is due (the next round continues), so
     a large backlog never holds locks or the leader role for long.
     """
-    backend = app.driver
+    backend = driver
     deadline = time.monotonic() + time_budget
     pruned: dict[str, int] = {}
-    for state, older_than in retention(app).items():
+    for state, older_than in retention(settings).items():
         total = 0
         while time.monotonic() < deadline:
             with backend.transaction() as ex:
@@ -52,7 +49,7 @@ def run_once(app: App, *, time_budget: float = 5.0) -> dict[str, int]:
                 break
         pruned[str(state)] = total
     with backend.transaction() as ex:
-        backend.tombstone_prune(ex, app.settings.prune_tombstone_seconds, BATCH * 4)
+        backend.tombstone_prune(ex, settings.prune_tombstone_seconds, BATCH * 4)
         backend.idempotency_prune(ex, BATCH * 4)
         backend.worker_prune(ex, WORKER_RETENTION_SECONDS)
     return pruned

@@ -1,13 +1,17 @@
-"""The completer: fenced outcome writes and lease heartbeats, both batched.
+"""The completer: fenced outcome writes, batched, with a failure policy.
 
 Outcomes queue up while a write is in flight and go out together in one transaction
 (one commit, one fsync on SQLite). Every write names the job's ``claim_version``; a write
 that matches no row means the lease was lost, and the job is abandoned untouched.
 
-Every ``heartbeat_seconds`` one statement extends the lease of every job the process holds
-(running, or finished with the outcome still queued) and refreshes the worker's own row.
-A job missing from the answer lost its lease; one flagged ``cancel_requested`` was
-cancelled by an operator.
+Failure policy (one bad outcome never stalls the others):
+
+* a *transient* database error (connection lost, server restarting, SQLite busy) retries
+  the batch with a short capped backoff: the outcomes are kept, and fencing makes a retry
+  harmless;
+* any other error splits the batch in halves until the offending outcome stands alone;
+  that job is then dead-lettered as ``outcome_unwritable`` with the database's reason,
+  and every other outcome is written.
 """
 
 from __future__ import annotations
@@ -15,19 +19,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
-from .._drivers.base import FinishRequest
+from .._drivers import Driver, FinishRequest
+from .._engine.policy import unwritable
 from ..errors import LeaseLost
 from ..types import Finished
-from .inflight import InFlight, InFlightJobs
+from .inflight import InFlight
 
-if TYPE_CHECKING:
-    from ..app import App
+__all__ = ["Completer", "Written"]
 
-__all__ = ["Completer"]
-
-log = logging.getLogger("durq._worker")
+log = logging.getLogger("durq.worker")
 
 DbCall = Callable[..., Awaitable[Any]]
 #: What a write produced for one job: what it left, LeaseLost, or None (gave up).
@@ -40,38 +43,58 @@ MAX_BATCH = 200
 #: answer to the last one (a finish waits on its commit's flush); each write is fenced
 #: per job, so their order does not matter.
 WRITERS = 2
+#: Backoff between retries of a transient failure: short, so writes resume within about
+#: a second of the database coming back.
+RETRY_FIRST, RETRY_MAX = 0.05, 1.0
 
 
 class Completer:
-    def __init__(
-        self,
-        app: App,
-        *,
-        worker_id: str,
-        inflight: InFlightJobs,
-        db: DbCall,
-        lease_seconds: float,
-        heartbeat_seconds: float,
-        on_written: OnWritten,
-    ) -> None:
-        self.app = app
-        self.worker_id = worker_id
-        self.inflight = inflight
+    def __init__(self, driver: Driver, *, db: DbCall, on_written: OnWritten) -> None:
+        self.driver = driver
         self.db = db
-        self.lease_seconds = lease_seconds
-        self.heartbeat_seconds = heartbeat_seconds
         self.on_written = on_written
         self.written = 0  # outcomes written (the worker row's ``processed``)
         self.batches = 0
+        self.unwritable = 0  # outcomes dead-lettered because they could not be stored
         self._queue: asyncio.Queue[tuple[InFlight, FinishRequest]] = asyncio.Queue()
+        self._pending = 0  # submitted and not yet answered, in-flight batches included
         self._giving_up = False
+        self._task: asyncio.Task[None] | None = None
 
-    # ---- outcomes ----------------------------------------------------------------------
+    # ---- service -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="durq-completer")
+
+    async def stop(self, timeout: float) -> bool:
+        """Write everything submitted (for at most ``timeout`` seconds), then stop.
+        False if some outcomes could not be written."""
+        flushed = await self.flush(timeout)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        return flushed
 
     def submit(self, entry: InFlight, req: FinishRequest) -> None:
+        self._pending += 1
         self._queue.put_nowait((entry, req))
 
-    async def run(self) -> None:
+    async def flush(self, timeout: float) -> bool:
+        """Wait until every submitted outcome is written; False if ``timeout`` passed."""
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout)
+        except TimeoutError:
+            self._giving_up = True
+            log.error(
+                "could not write %d outcome(s) within %.0fs; their leases will expire and "
+                "the jobs will be retried by another worker",
+                self._pending,
+                timeout,
+            )
+            return False
+        return True
+
+    async def _run(self) -> None:
         writers = asyncio.Semaphore(WRITERS)
         writing: set[asyncio.Task[None]] = set()
         try:
@@ -91,95 +114,66 @@ class Completer:
         self, batch: list[tuple[InFlight, FinishRequest]], writers: asyncio.Semaphore
     ) -> None:
         try:
-            await self._write(batch)
+            results = await self._write([req for _, req in batch])
+            self.batches += 1
+            for (entry, req), result in zip(batch, results, strict=True):
+                self._pending -= 1
+                if isinstance(result, Finished):
+                    self.written += 1
+                self.on_written(entry, req, result)
         finally:
             writers.release()
             for _ in batch:
                 self._queue.task_done()
 
-    async def flush(self, timeout: float) -> bool:
-        """Wait until every submitted outcome is written; False if ``timeout`` passed."""
-        try:
-            await asyncio.wait_for(self._queue.join(), timeout)
-        except TimeoutError:
-            self._giving_up = True
-            pending = self._queue.qsize()
-            log.error(
-                "could not write %d outcome(s) within %.0fs; their leases will expire and "
-                "the jobs will be retried by another worker",
-                pending,
-                timeout,
-            )
-            return False
-        return True
+    # ---- the failure policy ------------------------------------------------------------
 
-    async def _write(self, batch: list[tuple[InFlight, FinishRequest]]) -> None:
-        reqs = [req for _, req in batch]
-        results: Sequence[Written]
-        failures = 0
+    async def _write(self, reqs: Sequence[FinishRequest]) -> list[Written]:
+        """Write ``reqs``; never raises. Transient errors retry, others split the batch."""
+        delay = RETRY_FIRST
         while True:
             try:
-                results = await self.db(self.app.driver.finish_batch, reqs)
-                break
-            except Exception as exc:  # the database is away: keep the outcomes, retry
+                return list(await self.db(self.driver.finish_batch, reqs))
+            except Exception as exc:
                 if self._giving_up:
-                    results = [None] * len(reqs)
-                    break
-                failures += 1
-                delay = min(0.25 * 2**failures, 10.0)
+                    return [None] * len(reqs)
+                if not self.driver.is_transient(exc):
+                    return await self._isolate(reqs, exc)
                 log.warning(
-                    "writing %d outcome(s) failed (%s); retrying in %.1fs (writes are fenced, "
+                    "writing %d outcome(s) failed (%s); retrying in %.2fs (writes are fenced, "
                     "so a retry can never overwrite a newer owner)",
                     len(reqs),
                     _brief(exc),
                     delay,
                 )
                 await asyncio.sleep(delay)
-        self.batches += 1
-        for (entry, req), result in zip(batch, results, strict=True):
-            if isinstance(result, Finished):
-                self.written += 1
-            self.on_written(entry, req, result)
+                delay = min(delay * 2, RETRY_MAX)
 
-    # ---- heartbeats --------------------------------------------------------------------
-
-    async def heartbeats(
-        self, on_lost: Callable[[InFlight], None], on_cancel: Callable[[InFlight], None]
-    ) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_seconds)
-            await self.beat(on_lost, on_cancel)
-
-    async def beat(
-        self, on_lost: Callable[[InFlight], None], on_cancel: Callable[[InFlight], None]
-    ) -> None:
-        entries = self.inflight.entries()
-        held = [(e.job.id, e.job.claim_version) for e in entries]
+    async def _isolate(self, reqs: Sequence[FinishRequest], exc: Exception) -> list[Written]:
+        if len(reqs) > 1:
+            middle = len(reqs) // 2
+            return await self._write(reqs[:middle]) + await self._write(reqs[middle:])
+        req = reqs[0]
+        self.unwritable += 1
+        log.error(
+            "job %s: its outcome (%s) cannot be stored (%s); dead-lettering it as "
+            "outcome_unwritable so the other outcomes are written",
+            req.job_id,
+            req.change.to_state,
+            _brief(exc),
+        )
+        lost = req.change.bump_version
+        fallback = replace(req, change=unwritable(_brief(exc), lost=lost), artifacts=())
         try:
-            alive: dict[int, bool] = await self.db(self._beat, held)
-        except Exception as exc:
-            log.warning(
-                "heartbeat failed (%s); retrying in %.1fs. Leases last %.0fs, so jobs are "
-                "safe if the database is back before then",
-                _brief(exc),
-                self.heartbeat_seconds,
-                self.lease_seconds,
+            return list(await self.db(self.driver.finish_batch, [fallback]))
+        except Exception as again:
+            log.error(
+                "job %s: even its dead-letter could not be written (%s); its lease will "
+                "expire and the reclaimer will take it",
+                req.job_id,
+                _brief(again),
             )
-            return
-        for entry in entries:
-            if entry not in self.inflight:
-                continue  # finished while we were writing
-            if entry.job.id not in alive:
-                on_lost(entry)
-            elif alive[entry.job.id]:
-                on_cancel(entry)
-
-    def _beat(self, held: list[tuple[int, int]]) -> dict[int, bool]:
-        backend = self.app.driver
-        with backend.transaction() as ex:
-            alive = backend.job_heartbeat_many(ex, held, self.lease_seconds)
-            backend.worker_heartbeat(ex, self.worker_id, self.written)
-        return alive
+            return [None]
 
 
 def _brief(exc: BaseException) -> str:

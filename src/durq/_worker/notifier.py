@@ -18,45 +18,17 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ..app import App
+from .._drivers import Driver
+from .._drivers.base import Listener
+from .._engine import wakeups
 
-__all__ = ["Notifier", "announce"]
+__all__ = ["Notifier"]
 
-log = logging.getLogger("durq._worker")
+log = logging.getLogger("durq.worker")
 
 #: Called with the reason of a wake-up ("notify", "local"); must be thread-safe.
 WakeFn = Callable[[str], None]
-
-_subscribers: dict[str, list[Callable[[frozenset[str]], None]]] = {}
-_subscribers_lock = threading.Lock()
-
-
-def announce(database_url: str, queues: Iterable[str]) -> None:
-    """New jobs were committed to ``queues``: wake the producers of this process."""
-    if not _subscribers:  # the common case for a process that only enqueues
-        return
-    with _subscribers_lock:
-        callbacks = list(_subscribers.get(database_url, ()))
-    names = frozenset(queues)
-    for callback in callbacks:
-        callback(names)
-
-
-def _subscribe(database_url: str, callback: Callable[[frozenset[str]], None]) -> None:
-    with _subscribers_lock:
-        _subscribers.setdefault(database_url, []).append(callback)
-
-
-def _unsubscribe(database_url: str, callback: Callable[[frozenset[str]], None]) -> None:
-    with _subscribers_lock:
-        callbacks = _subscribers.get(database_url, [])
-        if callback in callbacks:
-            callbacks.remove(callback)
-        if not callbacks:
-            _subscribers.pop(database_url, None)
 
 
 class Notifier:
@@ -71,54 +43,53 @@ class Notifier:
     #: Pause before reconnecting a dropped LISTEN connection.
     RECONNECT_DELAY = 2.0
 
-    def __init__(self, app: App, queues: Iterable[str], wake: WakeFn, *, listen: bool) -> None:
-        self.app = app
+    def __init__(
+        self, driver: Driver, queues: Iterable[str], wake: WakeFn, *, listen: bool
+    ) -> None:
+        self.driver = driver
         self.queues = frozenset(queues)
         self.wake = wake
-        self.mode = "listen" if listen and app.driver.capabilities.listen_notify else "local"
+        self.mode = "listen" if listen and driver.capabilities.listen_notify else "local"
         #: Set while a LISTEN is in place (tests and `durq workers` diagnostics wait on it).
         self.listening = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        # In-process wake-ups in every mode: App.requeue and enqueue announce to them.
+        wakeups.subscribe(self.driver.url, self._on_local)
         if self.mode == "local":
-            _subscribe(self.app.database_url, self._on_local)
             return
         self._thread = threading.Thread(target=self._listen, name="durq-listen", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, deadline: float | None = None) -> None:
+        wakeups.unsubscribe(self.driver.url, self._on_local)
         if self.mode == "local":
-            _unsubscribe(self.app.database_url, self._on_local)
             return
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.LISTEN_SLICE * 8)
 
-    def _on_local(self, queues: frozenset[str]) -> None:
+    def _on_local(self, queues: frozenset[str]) -> bool:
         if queues & self.queues:
             self.wake("local")
+            return True
+        return False
 
     def _listen(self) -> None:
-        from .._drivers.postgres.driver import PostgresDriver
-        from .._drivers.sql import PsycopgExecutor
-
-        backend = self.app.driver
-        assert isinstance(backend, PostgresDriver)
         dropped = False
         while not self._stop.is_set():
-            conn: Any = None
+            listener: Listener | None = None
             try:
-                conn = backend.connect(autocommit=True)
-                PsycopgExecutor(conn, backend.queries).run("listen_jobs")
+                listener = self.driver.listen()
                 self.listening.set()
                 if dropped:  # notifications sent while we were away are lost: look now
                     log.info("LISTEN durq_jobs restored")
                     self.wake("poll")
                 while not self._stop.is_set():
-                    for note in conn.notifies(timeout=self.LISTEN_SLICE):
-                        if note.payload in self.queues:
+                    for queue in listener.notifications(self.LISTEN_SLICE):
+                        if queue in self.queues:
                             self.wake("notify")
             except Exception as exc:  # a dropped connection must never stop the worker
                 self.listening.clear()
@@ -133,7 +104,7 @@ class Notifier:
                 )
                 self._stop.wait(self.RECONNECT_DELAY)
             finally:
-                if conn is not None:
+                if listener is not None:
                     with contextlib.suppress(Exception):  # a broken connection may not close
-                        conn.close()
+                        listener.close()
         self.listening.clear()

@@ -15,17 +15,15 @@ import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from .._drivers import Driver
 from ..types import Job
 from .inflight import InFlightJobs, Pulse
 
-if TYPE_CHECKING:
-    from ..app import App
-
 __all__ = ["ClaimRecord", "Producer"]
 
-log = logging.getLogger("durq._worker")
+log = logging.getLogger("durq.worker")
 
 T = TypeVar("T")
 DbCall = Callable[..., Awaitable[Any]]
@@ -48,7 +46,7 @@ class ClaimRecord:
 class Producer:
     def __init__(
         self,
-        app: App,
+        driver: Driver,
         *,
         queues: Sequence[str],
         worker_id: str,
@@ -60,8 +58,9 @@ class Producer:
         budget: int | None = None,
         once: bool = False,
     ) -> None:
-        self.app = app
-        self.queues = list(queues)
+        self.driver = driver
+        self.queues = list(dict.fromkeys(queues))
+        self._turn = -1  # which queue is asked first; rotates so none starves the others
         self.worker_id = worker_id
         self.inflight = inflight
         self.start_job = start_job
@@ -140,21 +139,32 @@ class Producer:
         return room
 
     def _claim(self, limit: int) -> list[Job]:
-        backend = self.app.driver
-        # Each claim statement stands alone (one per queue), so on PostgreSQL it commits by
-        # itself: no BEGIN and COMMIT round trips. SQLite still takes its write lock.
-        with backend.autocommit() as ex:
-            return backend.job_claim(
-                ex,
-                queues=self.queues,
-                worker_id=self.worker_id,
-                limit=limit,
-                lease_seconds=self.lease_seconds,
-            )
+        """Up to ``limit`` jobs, one claim statement per queue. Queues are independent (as
+        in Oban and River): each is read in priority, run_at, id order, and the queue asked
+        first rotates per call so a busy queue never starves the others."""
+        self._turn = (self._turn + 1) % len(self.queues)
+        order = self.queues[self._turn :] + self.queues[: self._turn]
+        claimed: list[Job] = []
+        # Each claim statement stands alone, so on PostgreSQL it commits by itself: no BEGIN
+        # and COMMIT round trips. SQLite still takes its write lock.
+        with self.driver.autocommit() as ex:
+            for queue in order:
+                claimed += self.driver.job_claim(
+                    ex,
+                    queue=queue,
+                    worker_id=self.worker_id,
+                    limit=limit - len(claimed),
+                    lease_seconds=self.lease_seconds,
+                )
+                if len(claimed) >= limit:
+                    break
+        if len(order) > 1:
+            claimed.sort(key=_claim_order)
+        return claimed
 
     def _next_due(self) -> float | None:
-        with self.app.driver.read() as ex:
-            return self.app.driver.job_next_due(ex, self.queues)
+        with self.driver.read() as ex:
+            return self.driver.job_next_due(ex, self.queues)
 
     def _record(self, reason: str, jobs: list[Job]) -> None:
         self.wakeups[reason] += 1
@@ -187,6 +197,10 @@ class Producer:
 
     async def _sleep(self, seconds: float) -> None:
         await self._wake.wait(seconds)
+
+
+def _claim_order(job: Job) -> tuple[int, float, int]:
+    return (job.priority, job.run_at.timestamp(), job.id)
 
 
 def _brief(exc: BaseException) -> str:

@@ -25,30 +25,47 @@ import signal
 import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
 
 import pydantic
 
 from .. import states
-from .._drivers.base import FinishRequest
-from ..enqueue import validate_queue
+from .._drivers import Driver, FinishRequest
+from .._engine import pipeline
+from .._engine.identity import default_worker_id
+from .._engine.policy import unwritable
+from .._engine.schedule import PeriodicTask
+from .._engine.validate import validate_queue
+from .._maintenance.loop import Maintenance
 from ..errors import ConfigurationError, LeaseLost, ValidationError
 from ..settings import Settings
+from ..task import Task
 from ..types import Job
 from .completer import Completer, Written
-from .executor import ExecutionResult, execute_async, finish_request
+from .heartbeater import Heartbeater
 from .inflight import InFlight, InFlightJobs, Phase
 from .notifier import Notifier
 from .producer import Producer
 
-if TYPE_CHECKING:
-    from ..app import App
-    from .._maintenance.loop import Maintenance
+
+class WorkerApp(Protocol):
+    """What a worker needs from ``durq.App``: its database, tasks and schedules."""
+
+    @property
+    def driver(self) -> Driver: ...
+
+    settings: Settings
+    tasks: dict[str, Task[Any, Any]]
+    periodic_tasks: list[PeriodicTask]
+
+    def enqueue_tick(self, schedule: PeriodicTask, tick: datetime) -> tuple[Job, bool]: ...
+
 
 __all__ = ["Worker", "resolve_queues", "worker_settings"]
 
-log = logging.getLogger("durq._worker")
+log = logging.getLogger("durq.worker")
 logging.getLogger("durq").addHandler(logging.NullHandler())  # a library stays quiet by default
 
 T = TypeVar("T")
@@ -80,7 +97,7 @@ def worker_settings(settings: Settings, overrides: dict[str, Any]) -> Settings:
     return checked
 
 
-def resolve_queues(app: App, queues: str | Sequence[str] | None = None) -> list[str]:
+def resolve_queues(app: WorkerApp, queues: str | Sequence[str] | None = None) -> list[str]:
     """The queues to work: as given; else ``DURQ_QUEUES`` if set; else every queue the
     App's tasks and periodic schedules use (``default_queue`` if it has none)."""
     if queues is None and "queues" in app.settings.model_fields_set:
@@ -128,13 +145,16 @@ class Worker:
 
     ``Worker(app, concurrency=8).run()`` blocks and returns the exit code; from another
     thread, :meth:`request_stop` starts a graceful shutdown. Options left as None come
-    from ``app.settings`` (``DURQ_*``); the validated result becomes ``app.settings``, so
-    tasks see the same lease as the worker.
+    from ``app.settings`` (``DURQ_*``), validated; ``app`` itself is not changed.
+
+    Every part is built here, before :meth:`run`: the producer (claims), the completer
+    (fenced writes), the heartbeater, the notifier and maintenance. ``run`` only starts
+    them, waits for a stop, and stops them in order.
     """
 
     def __init__(
         self,
-        app: App,
+        app: WorkerApp,
         *,
         queues: str | Sequence[str] | None = None,
         concurrency: int | None = None,
@@ -150,12 +170,10 @@ class Worker:
         worker_id: str | None = None,
         parent_pid: int | None = None,
     ) -> None:
-        from ..app import default_worker_id
-
         if max_jobs is not None and max_jobs < 1:
             raise ConfigurationError(f"max_jobs must be >= 1, got {max_jobs}")
         self.queues = resolve_queues(app, queues)
-        self.settings = worker_settings(
+        self.settings = s = worker_settings(
             app.settings,
             {
                 "concurrency": concurrency,
@@ -167,12 +185,11 @@ class Worker:
                 "queues": ",".join(self.queues),
             },
         )
-        app.settings = self.settings
-        self.app = app
+        self.driver = driver = app.driver
+        self.tasks: Mapping[str, Task[Any, Any]] = app.tasks
+        self.runtime = pipeline.Runtime(driver, app.tasks, s.lease_seconds)
         self.max_jobs = 1 if once else max_jobs
         self.once = once
-        self.use_maintenance = maintenance
-        self.prune_interval = prune_interval
         self.worker_id = worker_id or default_worker_id()
         self.parent_pid = parent_pid
         #: Set once the worker is registered and claiming (tests and the demo wait on it).
@@ -185,14 +202,51 @@ class Worker:
         self.lost = 0
         #: Sync-task threads still running when the worker returned (see the CLI's exit).
         self.abandoned_threads = 0
-        self.producer: Producer | None = None
-        self.notifier: Notifier | None = None
-        self.completer: Completer | None = None
-        self.maintenance: Maintenance | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested_at: float | None = None
         self._stop_early = False
         self._signals = 0
+        self._stop_event = asyncio.Event()
+        self._db_pool = concurrent.futures.ThreadPoolExecutor(6, thread_name_prefix="durq-db")
+        self._task_pool = TaskThreads(s.concurrency + SPARE_TASK_THREADS)
+        self.inflight = InFlightJobs(s.concurrency)
+        self.completer = Completer(driver, db=self._db, on_written=self._on_written)
+        self.heartbeater = Heartbeater(
+            driver,
+            worker_id=self.worker_id,
+            inflight=self.inflight,
+            db=self._db,
+            lease_seconds=s.lease_seconds,
+            heartbeat_seconds=s.heartbeat_seconds,
+            processed=lambda: self.completer.written,
+            on_lost=self._on_lost,
+            on_cancel=self._on_cancel,
+        )
+        self.producer = Producer(
+            driver,
+            queues=self.queues,
+            worker_id=self.worker_id,
+            inflight=self.inflight,
+            start_job=self._start_job,
+            db=self._db,
+            poll_interval=s.poll_interval,
+            lease_seconds=s.lease_seconds,
+            budget=self.max_jobs,
+            once=once,
+        )
+        self.notifier = Notifier(driver, self.queues, self._wake_threadsafe, listen=s.listen_notify)
+        self.maintenance: Maintenance | None = None
+        if maintenance:
+            self.maintenance = Maintenance(
+                driver,
+                s,
+                self.worker_id,
+                schedules=app.periodic_tasks,
+                enqueue_tick=app.enqueue_tick,
+                reclaim_interval=min(5.0, max(0.2, s.lease_seconds / 4)),
+                prune_interval=prune_interval,
+                on_reclaimed=lambda: self._wake_threadsafe("reclaim"),
+            )
 
     # ---- public ------------------------------------------------------------------------
 
@@ -216,66 +270,27 @@ class Worker:
             loop.call_soon_threadsafe(self._begin_stop)
 
     def stats(self) -> dict[str, Any]:
-        producer = self.producer
         return {
             "worker_id": self.worker_id,
-            "claimed": producer.claimed if producer else 0,
-            "written": self.completer.written if self.completer else 0,
+            "claimed": self.producer.claimed,
+            "written": self.completer.written,
+            "unwritable": self.completer.unwritable,
             "outcomes": dict(self.outcomes),
             "released": self.released,
             "lost": self.lost,
-            "wakeups": dict(producer.wakeups) if producer else {},
+            "wakeups": dict(self.producer.wakeups),
         }
 
-    # ---- the main coroutine ------------------------------------------------------------
+    # ---- start, wait, stop -------------------------------------------------------------
 
     async def _main(self, install_signals: bool) -> int:
         loop = asyncio.get_running_loop()
         self._loop = loop
-        s = self.settings
-        self._stop_event = asyncio.Event()
-        self._db_pool = concurrent.futures.ThreadPoolExecutor(6, thread_name_prefix="durq-db")
-        self._task_pool = TaskThreads(s.concurrency + SPARE_TASK_THREADS)
-        self.inflight = InFlightJobs(s.concurrency)
-        self.completer = Completer(
-            self.app,
-            worker_id=self.worker_id,
-            inflight=self.inflight,
-            db=self._db,
-            lease_seconds=s.lease_seconds,
-            heartbeat_seconds=s.heartbeat_seconds,
-            on_written=self._on_written,
-        )
-        self.producer = Producer(
-            self.app,
-            queues=self.queues,
-            worker_id=self.worker_id,
-            inflight=self.inflight,
-            start_job=self._start_job,
-            db=self._db,
-            poll_interval=s.poll_interval,
-            lease_seconds=s.lease_seconds,
-            budget=self.max_jobs,
-            once=self.once,
-        )
-        self.notifier = Notifier(
-            self.app, self.queues, self._wake_threadsafe, listen=s.listen_notify
-        )
-        if self.use_maintenance:
-            from .._maintenance.loop import Maintenance
-
-            self.maintenance = Maintenance(
-                self.app,
-                self.worker_id,
-                reclaim_interval=min(5.0, max(0.2, s.lease_seconds / 4)),
-                prune_interval=self.prune_interval,
-                on_reclaimed=lambda: self._wake_threadsafe("reclaim"),
-            )
         if install_signals:  # before anything slow: a signal while starting stops cleanly
             self._install_signal_handlers(loop)
         try:  # a database that is away or not migrated fails the start with its own error
             await self._db(self._register)
-            if self.maintenance is not None:  # seed 002: stale leases before the first claim
+            if self.maintenance is not None:  # stale leases before the first claim
                 await self._db(self.maintenance.reclaim)
         except BaseException:
             self._task_pool.shutdown(wait=False)
@@ -285,30 +300,13 @@ class Worker:
         code = 0
         try:
             self.notifier.start()
-            background = [
-                loop.create_task(self.completer.run(), name="durq-completer"),
-                loop.create_task(
-                    self.completer.heartbeats(self._on_lost, self._on_cancel),
-                    name="durq-heartbeat",
-                ),
-            ]
+            self.completer.start()
+            self.heartbeater.start()
             if self.maintenance is not None:
                 background.append(loop.create_task(self._maintain(), name="durq-maintenance"))
             if self.parent_pid is not None:
                 background.append(loop.create_task(self._watch_parent(), name="durq-parent"))
-            log.info(
-                "worker %s started: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
-                "heartbeat=%gs shutdown_timeout=%gs wake-ups=%s%s",
-                self.worker_id,
-                ",".join(self.queues),
-                s.concurrency,
-                s.poll_interval,
-                s.lease_seconds,
-                s.heartbeat_seconds,
-                s.shutdown_timeout,
-                self.notifier.mode,
-                f" max_jobs={self.max_jobs}" if self.max_jobs else "",
-            )
+            self._log_started()
             self.ready.set()
             if self._stop_early:
                 self._begin_stop()
@@ -322,8 +320,11 @@ class Worker:
         except Exception:
             log.exception("worker %s failed; releasing its jobs", self.worker_id)
             code = 1
-            await self._release_all()
+            self._release_all()
         finally:
+            if not await self.completer.stop(FLUSH_TIMEOUT):
+                code = 1  # outcomes were lost: the supervisor or operator must know
+            await self.heartbeater.stop()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
@@ -331,15 +332,30 @@ class Worker:
         log.info("worker %s stopped (%s)", self.worker_id, self._summary())
         return code
 
+    def _log_started(self) -> None:
+        s = self.settings
+        log.info(
+            "worker %s started: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
+            "heartbeat=%gs shutdown_timeout=%gs wake-ups=%s%s",
+            self.worker_id,
+            ",".join(self.queues),
+            s.concurrency,
+            s.poll_interval,
+            s.lease_seconds,
+            s.heartbeat_seconds,
+            s.shutdown_timeout,
+            self.notifier.mode,
+            f" max_jobs={self.max_jobs}" if self.max_jobs else "",
+        )
+
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking database call in the worker's database threads."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._db_pool, fn, *args)
 
     def _register(self) -> None:
-        backend = self.app.driver
-        with backend.transaction() as ex:
-            backend.worker_register(
+        with self.driver.transaction() as ex:
+            self.driver.worker_register(
                 ex,
                 worker_id=self.worker_id,
                 hostname=socket.gethostname(),
@@ -350,9 +366,8 @@ class Worker:
             )
 
     def _mark_stopped(self) -> None:
-        backend = self.app.driver
-        with backend.transaction() as ex:
-            backend.worker_stop(ex, self.worker_id, self.completer.written if self.completer else 0)
+        with self.driver.transaction() as ex:
+            self.driver.worker_stop(ex, self.worker_id, self.completer.written)
 
     # ---- jobs --------------------------------------------------------------------------
 
@@ -364,16 +379,21 @@ class Worker:
     async def _execute(self, entry: InFlight) -> None:
         job = entry.job
         try:
-            result = await execute_async(self.app, job, self.worker_id, self._task_pool)
+            execution = await pipeline.run_async(self.runtime, job, self.worker_id, self._task_pool)
         except asyncio.CancelledError:
             if entry.phase is Phase.RUNNING and entry.cancel_requested:
                 self._finish(entry, self._request(entry, states.cancel_running()))
             return  # released or abandoned: that path owns the job now
         except BaseException as exc:  # SystemExit and the like, raised by a task
-            result = ExecutionResult(job, self.app.tasks.get(job.task), exc, entry.runtime_ms, None)
+            task = self.tasks.get(job.task)
+            execution = pipeline.Execution(job, task, exc, entry.runtime_ms, None)
         if entry.phase is not Phase.RUNNING:
             return  # released or abandoned while it ran: its outcome is not ours to write
-        req = finish_request(result, self.worker_id)
+        try:
+            req = pipeline.conclude(execution, self.worker_id)
+        except Exception as exc:  # conclude() guards its rule; this is the last line
+            log.exception("job %s (%s): could not conclude its attempt", job.id, job.task)
+            req = self._request(entry, unwritable(f"{type(exc).__name__}: {exc}"))
         if req is None:  # the task itself hit LeaseLost through its context
             self._abandon(entry, "the task's own fenced write found the lease lost")
             return
@@ -385,14 +405,12 @@ class Worker:
 
     def _finish(self, entry: InFlight, req: FinishRequest) -> None:
         self.inflight.set_phase(entry, Phase.FINISHING)
-        assert self.completer is not None
         self.completer.submit(entry, req)
 
     def _release(self, entry: InFlight) -> None:
         self.inflight.set_phase(entry, Phase.RELEASING)
         if entry.task is not None:
             entry.task.cancel()  # an async task stops here; a sync thread runs on, ignored
-        assert self.completer is not None
         self.completer.submit(entry, self._request(entry, states.release()))
 
     def _abandon(self, entry: InFlight, why: str) -> None:
@@ -455,7 +473,7 @@ class Worker:
         if entry.phase is not Phase.RUNNING or entry.cancel_requested:
             return
         entry.cancel_requested = True
-        task = self.app.tasks.get(entry.job.task)
+        task = self.tasks.get(entry.job.task)
         if task is not None and task.is_async and entry.task is not None:
             log.info("job %s (%s): cancel requested; stopping it", entry.job.id, entry.job.task)
             entry.task.cancel()
@@ -525,10 +543,11 @@ class Worker:
             await self.inflight.changed.wait(left)
             if stop_pending and self._stop_requested_at is not None:
                 continue  # a stop arrived: the timeout starts counting now
-        await self._release_all()
+        self._release_all()
 
-    async def _release_all(self) -> None:
-        leftovers = self.inflight.running() if hasattr(self, "inflight") else []
+    def _release_all(self) -> None:
+        """Release every job still running (the completer writes them on stop)."""
+        leftovers = self.inflight.running()
         if leftovers:
             log.info(
                 "shutdown timeout passed: releasing %d unfinished job(s) back to queued "
@@ -537,12 +556,9 @@ class Worker:
             )
         for entry in leftovers:
             self._release(entry)
-        if self.completer is not None:
-            await self.completer.flush(FLUSH_TIMEOUT)
 
     async def _shutdown_parts(self) -> None:
-        if self.notifier is not None:
-            self.notifier.stop()
+        self.notifier.stop()
         try:
             await self._db(self._mark_stopped)
             if self.maintenance is not None:

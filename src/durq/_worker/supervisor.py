@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["configure_logging", "import_app", "supervise"]
 
-log = logging.getLogger("durq._worker")
+log = logging.getLogger("durq.worker")
 
 
 def import_app(spec: str) -> App:

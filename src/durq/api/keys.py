@@ -13,9 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from .._drivers import ApiKey
 from ..app import App
-from .._drivers import api_ops
-from .._drivers.api_ops import ApiKey
 from ..errors import ConfigurationError, ValidationError
 from ..settings import Settings
 
@@ -70,8 +69,7 @@ class KeyService:
         plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
         backend = self.app.driver
         with backend.transaction() as ex:
-            key = api_ops.key_insert(
-                backend,
+            key = backend.key_insert(
                 ex,
                 key_id=_new_key_id(),
                 owner=owner,
@@ -83,25 +81,25 @@ class KeyService:
     def list_keys(self, *, after_id: str | None = None, limit: int = 100) -> list[ApiKey]:
         backend = self.app.driver
         with backend.read() as ex:
-            return api_ops.key_list(backend, ex, after_id=after_id, limit=limit)
+            return backend.key_list(ex, after_id=after_id, limit=limit)
 
     def get(self, key_id: str) -> ApiKey | None:
         backend = self.app.driver
         with backend.read() as ex:
-            return api_ops.key_get(backend, ex, key_id)
+            return backend.key_get(ex, key_id)
 
     def disable(self, key_id: str) -> ApiKey | None:
         """Disable a key for good (idempotent); ``None`` if there is no such key."""
         backend = self.app.driver
         with backend.transaction() as ex:
-            return api_ops.key_disable(backend, ex, key_id)
+            return backend.key_disable(ex, key_id)
 
     def authenticate(self, plaintext: str) -> ApiKey | None:
         """The key's record (possibly disabled), or ``None`` for a key durq never issued."""
         digest = hash_key(plaintext)
         backend = self.app.driver
         with backend.read() as ex:
-            found = api_ops.key_by_hash(backend, ex, digest)
+            found = backend.key_by_hash(ex, digest)
         if found is None:
             return None
         key, stored = found
@@ -112,7 +110,7 @@ class KeyService:
             key.last_used_at is None or now - key.last_used_at >= TOUCH_INTERVAL
         ):
             with backend.transaction() as ex:
-                api_ops.key_touch(backend, ex, key.id)
+                backend.key_touch(ex, key.id)
         return key
 
     def bootstrap_plaintexts(self) -> dict[str, str]:
@@ -153,8 +151,7 @@ class KeyService:
                         f"DURQ_API_ROLES {list(self.roles)}"
                     )
                 seeded.append(
-                    api_ops.key_bootstrap(
-                        backend,
+                    backend.key_bootstrap(
                         ex,
                         key_id=_new_key_id(),
                         owner=f"dev-{role}",

@@ -30,8 +30,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from .._drivers import AttemptBucket
 from ..app import App
-from .._drivers import api_ops
 from ..errors import DurqError
 from ..types import ACTIVE_STATES, JobState
 
@@ -80,8 +80,8 @@ class DatabaseCollector(Collector):
         try:
             backend = self.app.driver
             with backend.read() as ex:
-                counts = api_ops.job_counts(ex)
-                buckets = api_ops.attempt_buckets(ex)
+                counts = backend.job_counts(ex)
+                buckets = backend.attempt_buckets(ex)
         except DurqError as exc:
             log.warning("metrics_database_error", error=str(exc))
             up.add_metric([], 0)
@@ -117,7 +117,7 @@ def _job_families(counts: list[tuple[str, str, str, int]]) -> Iterator[Metric]:
     yield queue_depth
 
 
-def _attempt_families(buckets: list[api_ops.AttemptBucket]) -> Iterator[Metric]:
+def _attempt_families(buckets: list[AttemptBucket]) -> Iterator[Metric]:
     per_series: dict[tuple[str, str, str], list[int]] = {}
     sums: dict[tuple[str, str, str], float] = defaultdict(float)
     retries: dict[tuple[str, str], int] = defaultdict(int)

@@ -8,9 +8,9 @@ from typing import Any
 
 import typer
 
-from ..errors import ConfigurationError, DurqError
 from .._worker.runner import Worker
 from .._worker.supervisor import configure_logging, import_app, supervise
+from ..errors import ConfigurationError, DurqError
 from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, fail
 
 __all__ = ["worker"]

@@ -3,23 +3,70 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import Connection as PsycopgConnection
 from psycopg import errors as pg_errors
-from psycopg_pool import ConnectionPool
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
 from ...types import Finished, Job
-from ..base import Driver, Capabilities, FinishRequest, NewJob, json_param
-from ..sql import Executor, PsycopgExecutor, migrations_in
+from .. import Driver
+from ..base import Capabilities, FinishRequest, NewJob
+from ..rows import json_param
+from ..sql import Executor, Queries, migrations_in
 
-__all__ = ["PostgresDriver", "conninfo_from_url"]
+__all__ = ["PostgresDriver", "PsycopgExecutor", "conninfo_from_url"]
+
+_COLUMNS: dict[str, list[str]] = {}  # column names of each named block's result
+
+
+class PsycopgExecutor:
+    """A psycopg 3 (or psycopg2) connection: ``%(name)s`` placeholders."""
+
+    dialect = "postgresql"
+
+    def __init__(self, conn: Any, queries: Queries) -> None:
+        self.conn = conn
+        self.queries: Queries = queries
+        self._psycopg3 = isinstance(conn, PsycopgConnection)
+
+    def run(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        if self._psycopg3:
+            # A named block always returns the same columns: read their names once.
+            # (cursor.description builds a Column object per column on every call, which
+            # costs more client time than a small statement itself.)
+            with self.conn.cursor(row_factory=tuple_row) as cur:
+                cur.execute(self.queries.pyformat[name], params or {})
+                result = cur.pgresult
+                if result is None or not result.nfields:
+                    return []
+                cols = _COLUMNS.get(name)
+                if cols is None or len(cols) != result.nfields:
+                    cols = _COLUMNS[name] = [
+                        (result.fname(i) or b"").decode() for i in range(result.nfields)
+                    ]
+                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        with self.conn.cursor() as cur:
+            cur.execute(self.queries.pyformat[name], params or {})
+            if cur.description is None:
+                return []
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+    def values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
+        if not self._psycopg3:
+            return [tuple(row.values()) for row in self.run(name, params)]
+        with self.conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(self.queries.pyformat[name], params or {})
+            return cur.fetchall() if cur.pgresult is not None and cur.pgresult.nfields else []
 
 
 def conninfo_from_url(url: str) -> str:
@@ -31,9 +78,7 @@ def conninfo_from_url(url: str) -> str:
 
 class PostgresDriver(Driver):
     dialect = "postgresql"
-    capabilities = Capabilities(
-        listen_notify=True, skip_locked=True, bulk_insert=True, concurrent_writers=True
-    )
+    capabilities = Capabilities(listen_notify=True)
     folder = Path(__file__).parent
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
@@ -55,6 +100,22 @@ class PostgresDriver(Driver):
                 f"cannot connect to {redact_url(self.url)}: {str(exc).strip()}. "
                 "Is PostgreSQL running and DURQ_DATABASE_URL right?"
             ) from exc
+
+    def is_transient(self, exc: BaseException) -> bool:
+        # OperationalError covers lost connections, shutdowns and serialization failures.
+        return isinstance(
+            exc,
+            DatabaseUnavailable | psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout,
+        )
+
+    def listen(self) -> PgListener:
+        conn = self.connect(autocommit=True)
+        try:
+            PsycopgExecutor(conn, self.queries).run("listen_jobs")
+        except BaseException:
+            conn.close()
+            raise
+        return PgListener(conn)
 
     def _get_pool(self) -> ConnectionPool:
         if self._pool is None:
@@ -148,8 +209,6 @@ class PostgresDriver(Driver):
     # ---- bulk enqueue: one multi-row statement -----------------------------------------
 
     def job_insert_many(self, ex: Executor, jobs: Sequence[NewJob]) -> list[Any]:
-        if any(j.idempotency_key is not None for j in jobs):
-            return super().job_insert_many(ex, jobs)
         if _copyable(ex, jobs):
             assert isinstance(ex, PsycopgExecutor)
             return self._copy_in(ex, jobs)
@@ -256,6 +315,20 @@ class PostgresDriver(Driver):
             },
         )
         return {int(r["id"]): bool(r["cancel_requested"]) for r in rows}
+
+
+class PgListener:
+    """``LISTEN durq_jobs`` on a dedicated autocommit connection."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def notifications(self, timeout: float) -> Iterator[str]:
+        for note in self.conn.notifies(timeout=timeout):
+            yield note.payload
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
-from ...types import Finished, Job
-from ..base import Driver, Capabilities, FinishRequest, json_param, nearest_rank
+from ...types import Finished, Job, nearest_rank
+from .. import Driver
+from ..base import Capabilities, FinishRequest
+from ..rows import json_param
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
 
 __all__ = ["SqliteDriver", "path_from_url"]
@@ -35,9 +37,7 @@ def path_from_url(url: str) -> str:
 
 class SqliteDriver(Driver):
     dialect = "sqlite"
-    capabilities = Capabilities(
-        listen_notify=False, skip_locked=False, bulk_insert=False, concurrent_writers=False
-    )
+    capabilities = Capabilities(listen_notify=False)
     folder = Path(__file__).parent
 
     def __init__(
@@ -159,6 +159,11 @@ class SqliteDriver(Driver):
             self._all = []
         self._local = threading.local()
 
+    def is_transient(self, exc: BaseException) -> bool:
+        if isinstance(exc, sqlite3.OperationalError):
+            return "locked" in str(exc) or "busy" in str(exc)
+        return isinstance(exc, DatabaseUnavailable)
+
     # ---- values ------------------------------------------------------------------------
 
     def now_param(self) -> Any:
@@ -267,14 +272,16 @@ class SqliteDriver(Driver):
             ex.run("attempt_insert_many", {"batch": json_param(attempts), "now": now})
         return [written.get(req.job_id) or LeaseLost(req.job_id, req.claim_version) for req in reqs]
 
-    def _ready_ages(self, ex: Executor) -> list[dict[str, Any]]:
+    def queue_ready_ages(self, ex: Executor) -> list[tuple[str, int, float, float]]:
+        # SQLite has no percentile function: read the nearest-rank row per queue.
         now = time.time()
-        rows = ex.run("queue_ready_ages", {"now": now})
-        for row in rows:
-            rank = nearest_rank(int(row["ready"]), 0.95)
+        out = []
+        for row in ex.run("queue_ready_ages", {"now": now}):
+            ready, oldest = int(row["ready"]), float(row["oldest_age"])
+            rank = nearest_rank(ready, 0.95)
             at = ex.run("queue_ready_age_at", {"queue": row["queue"], "rank": rank, "now": now})
-            row["p95_age"] = at[0]["age"] if at else row["oldest_age"]
-        return rows
+            out.append((row["queue"], ready, oldest, float(at[0]["age"]) if at else oldest))
+        return out
 
 
 @contextmanager

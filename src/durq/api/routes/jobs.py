@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import time
 from typing import Annotated, Any
 
 import structlog
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from starlette.concurrency import run_in_threadpool
 
-from ..._drivers import api_ops
-from ...errors import DurqError, JobNotFound
-from ...types import Job, JobState
+from ...errors import JobNotFound
+from ...types import TERMINAL_STATES, Job, JobState
 from ..auth import Principal, require
 from ..errors import ApiError
 from ..pagination import decode_job_cursor, encode_cursor
@@ -63,35 +65,30 @@ def body_hash(body: JobIn) -> str:
     status_code=202,
     response_model=Data[JobOut],
     responses={
-        200: {"model": Data[JobOut], "description": "execution_mode sync: the job after it ran"},
+        200: {"model": Data[JobOut], "description": "execution_mode sync: the finished job"},
         **error_responses(409, 410),
     },
     summary="Submit a job",
 )
-def submit_job(
+async def submit_job(
     body: JobIn,
     response: Response,
     service: ServiceDep,
     principal: Annotated[Principal, Depends(require("submit"))],
     idempotency_key: Annotated[Text | None, IDEMPOTENCY_HEADER] = None,
 ) -> dict[str, Any]:
+    """``execution_mode: "sync"`` enqueues the job like any other and waits (up to
+    ``DURQ_API_SYNC_WAIT_SECONDS``) for a worker to finish it: 200 with the finished job,
+    or 202 with the job still pending when the wait ends. Task code never runs inside the
+    API server, so no task can stall, crash or double-run it."""
     app = service.app
     sync = body.execution_mode == "sync"
-    if sync and body.task not in app.tasks:
-        raise ApiError(
-            422,
-            "E_UNKNOWN_TASK",
-            f"execution_mode sync runs the job inside this server, whose App does not define "
-            f"task {body.task!r} (it defines {sorted(app.tasks)[:20]}); submit it with "
-            "execution_mode async for a worker, or serve the App that defines it "
-            "(durq serve --app module:attribute)",
-        )
     if sync and (body.run_at is not None or body.delay_seconds is not None):
         raise ApiError(
             422,
             "E_VALIDATION",
-            "execution_mode sync runs the job now: drop run_at and delay_seconds, or use "
-            "execution_mode async to schedule it",
+            "execution_mode sync waits for the job to run now: drop run_at and "
+            "delay_seconds, or use execution_mode async to schedule it",
         )
     new = app.build(
         body.task,
@@ -102,19 +99,37 @@ def submit_job(
         delay=body.delay_seconds,
         max_attempts=body.max_attempts,
         idempotency_key=idempotency_key,
-        # Seed 003: idempotency is per requester, keyed by the hash of the whole request.
+        # Idempotency is per requester, keyed by the hash of the whole request.
         idempotency_scope=f"owner:{principal.owner}" if idempotency_key is not None else None,
         request_hash=body_hash(body) if idempotency_key is not None else None,
         created_by=principal.owner,
     )
-    job, created = app.insert(new)
+    job, created = await run_in_threadpool(app.insert, new)
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
-    elif sync:
-        job = app.run_job(job.id)
-    response.status_code = 200 if sync else 202
+    if sync:
+        job = await _wait_finished(service, job, service.settings.api_sync_wait_seconds)
+    response.status_code = 200 if sync and job.state in TERMINAL_STATES else 202
     log.info("job_submitted", job_id=job.id, task=job.task, created=created, sync=sync)
     return {"data": job.to_dict()}
+
+
+async def _wait_finished(service: Service, job: Job, seconds: float) -> Job:
+    """The job once it is finished, or as it is when ``seconds`` have passed.
+
+    Polls the job's row with a growing interval (10 ms up to 250 ms): a waiting request
+    holds no thread and no connection between looks, so many waiting clients cost the
+    server almost nothing, and finishing a job costs the worker no extra notification."""
+    deadline = time.monotonic() + seconds
+    interval = 0.01
+    while job.state not in TERMINAL_STATES:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        await asyncio.sleep(min(interval, left))
+        interval = min(interval * 2, 0.25)
+        job = await run_in_threadpool(service.app.get_job, job.id)
+    return job
 
 
 @router.get("", response_model=Page[JobOut], summary="List jobs, newest first")
@@ -233,19 +248,11 @@ def requeue(
 
 
 def requeue_job(service: Service, job_id: int) -> dict[str, Any]:
-    """Seed 000: running → unchanged with ``idempotent: true``; any other state → queued
-    with attempts, error and finish time reset, and idle workers woken."""
+    """Running → unchanged with ``idempotent: true``; any other state → queued with attempts,
+    error and finish time reset; ``enqueue_dispatched`` says whether idle workers were
+    woken (a notification sent, or a worker in this process)."""
     result = service.app.requeue(job_id)
     job = result.job
-    dispatched = False
-    if not result.idempotent:
-        try:
-            backend = service.app.driver
-            with backend.transaction() as ex:
-                api_ops.notify_queue(backend, ex, job.queue)
-            dispatched = True
-        except DurqError as exc:  # the job is committed as queued; pollers still find it
-            log.warning("requeue_notify_failed", job_id=job_id, error=str(exc))
     log.info("job_requeue", job_id=job_id, idempotent=result.idempotent, state=str(job.state))
     return {
         "id": job.id,
@@ -258,5 +265,5 @@ def requeue_job(service: Service, job_id: int) -> dict[str, Any]:
         "updated_at": job.updated_at.isoformat(),
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "idempotent": result.idempotent,
-        "enqueue_dispatched": dispatched,
+        "enqueue_dispatched": result.woke_workers,
     }

@@ -11,10 +11,10 @@ import math
 from datetime import datetime
 from typing import Any
 
-from ._drivers.base import NewJob
-from .errors import ValidationError
-from .retry import RetryPolicy
-from .types import QUEUE_NAME_RE, JobState
+from .._drivers import NewJob
+from ..errors import ValidationError
+from ..retry import RetryPolicy
+from ..types import QUEUE_NAME_RE, JobState
 
 __all__ = ["build_new_job", "canonical_json", "parse_states", "request_hash"]
 

@@ -1,8 +1,14 @@
-"""Run one claimed job and turn what happened into a fenced ``FinishRequest``.
+"""The execution pipeline: run one claimed job, then turn what happened into its fenced
+write. One pipeline for every caller (Oban's ``Executor.call``): the worker, ``App.run_job``
+and ``App.work`` (and through them the testing helpers).
 
-Async tasks run on the event loop; sync tasks run in the caller's thread (the worker runs
-them in its thread pool). Neither a task's exception nor its bad result escapes: both
-become outcomes that the retry rules handle.
+1. *run*: the task is looked up in the registry and called with a :class:`JobContext`;
+   async tasks run on the event loop, sync tasks in a thread (the worker's pool) or, in
+   :func:`run_sync`, the caller's own thread;
+2. *classify*: whatever happened (a value, an exception, a signal, a bad result) becomes
+   an outcome; nothing a task does escapes;
+3. *conclude*: :func:`conclude` turns the outcome into the next state and its write
+   request inside one guard (``durq._engine.policy``): it never raises.
 """
 
 from __future__ import annotations
@@ -11,48 +17,49 @@ import asyncio
 import concurrent.futures
 import json
 import time
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from .. import states
+from .._drivers import Driver, FinishRequest
 from ..errors import LeaseLost
-from ..retry import Fail, Retry, RetryPolicy, policy_from_dict
+from ..retry import Fail, Retry
 from ..states import Outcome, Success
 from ..task import JobContext, Task, call_task
 from ..types import Job
+from .policy import next_change
 
-if TYPE_CHECKING:
-    from ..app import App
-
-from .._drivers.base import FinishRequest
-
-__all__ = ["ExecutionResult", "execute_async", "execute_sync", "finish_request"]
+__all__ = ["Execution", "Runtime", "conclude", "run_async", "run_sync"]
 
 
-class ExecutionResult:
-    __slots__ = ("ctx", "job", "outcome", "runtime_ms", "task")
+@dataclass(frozen=True)
+class Runtime:
+    """What running a job needs: the database, the tasks this process knows, the lease."""
 
-    def __init__(
-        self,
-        job: Job,
-        task: Task[Any, Any] | None,
-        outcome: Outcome,
-        runtime_ms: int,
-        ctx: JobContext | None,
-    ) -> None:
-        self.job = job
-        self.task = task
-        self.outcome = outcome
-        self.runtime_ms = runtime_ms
-        self.ctx = ctx
+    driver: Driver
+    tasks: Mapping[str, Task[Any, Any]]
+    lease_seconds: float
 
 
-def _unknown(app: App, job: Job) -> Retry:
-    return Retry(
+@dataclass(slots=True)
+class Execution:
+    """What running one claimed job produced."""
+
+    job: Job
+    task: Task[Any, Any] | None
+    outcome: Outcome
+    runtime_ms: int
+    ctx: JobContext | None
+
+
+def _unknown(runtime: Runtime, job: Job) -> Execution:
+    signal = Retry(
         code="unknown_task",
         message=f"no task named {job.task!r} is registered in this worker's App; "
-        f"known: {sorted(app.tasks)[:20]}. Deploy a worker that defines it",
+        f"known: {sorted(runtime.tasks)[:20]}. Deploy a worker that defines it",
     )
+    return Execution(job, None, signal, 0, None)
 
 
 def _check_result(value: Any) -> Outcome:
@@ -86,13 +93,13 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def execute_sync(app: App, job: Job, worker_id: str) -> ExecutionResult:
-    """Run a job in this thread (an async task gets its own event loop)."""
-    task = app.tasks.get(job.task)
-    started = time.perf_counter()
+def run_sync(runtime: Runtime, job: Job, worker_id: str) -> Execution:
+    """Run a job in this thread (an async task gets an event loop of its own)."""
+    task = runtime.tasks.get(job.task)
     if task is None:
-        return ExecutionResult(job, None, _unknown(app, job), 0, None)
-    ctx = JobContext(app, task, job, worker_id)
+        return _unknown(runtime, job)
+    ctx = JobContext(runtime.driver, task, job, worker_id, runtime.lease_seconds)
+    started = time.perf_counter()
     outcome: Outcome
     try:
         if task.is_async:
@@ -102,23 +109,22 @@ def execute_sync(app: App, job: Job, worker_id: str) -> ExecutionResult:
         else:
             value = call_task(task, ctx, job.args)
         outcome = _check_result(value)
-    except LeaseLost as exc:
+    except Exception as exc:  # LeaseLost included: conclude() abandons the job for it
         outcome = exc
-    except Exception as exc:
-        outcome = exc
-    runtime_ms = int((time.perf_counter() - started) * 1000)
-    return ExecutionResult(job, task, outcome, runtime_ms, ctx)
+    return Execution(job, task, outcome, _ms_since(started), ctx)
 
 
-async def execute_async(
-    app: App, job: Job, worker_id: str, pool: concurrent.futures.Executor | None = None
-) -> ExecutionResult:
-    """Run a job from the worker's event loop: async on the loop, sync in ``pool``."""
-    task = app.tasks.get(job.task)
-    started = time.perf_counter()
+async def run_async(
+    runtime: Runtime, job: Job, worker_id: str, pool: concurrent.futures.Executor | None = None
+) -> Execution:
+    """Run a job from the worker's event loop: async on the loop, sync in ``pool``.
+
+    Cancellation (shutdown, an operator's cancel) propagates to the caller."""
+    task = runtime.tasks.get(job.task)
     if task is None:
-        return ExecutionResult(job, None, _unknown(app, job), 0, None)
-    ctx = JobContext(app, task, job, worker_id)
+        return _unknown(runtime, job)
+    ctx = JobContext(runtime.driver, task, job, worker_id, runtime.lease_seconds)
+    started = time.perf_counter()
     outcome: Outcome
     try:
         if task.is_async:
@@ -127,12 +133,13 @@ async def execute_async(
             loop = asyncio.get_running_loop()
             value = await _bounded(task, loop.run_in_executor(pool, call_task, task, ctx, job.args))
         outcome = _check_result(value)
-    except asyncio.CancelledError:
-        raise
     except Exception as exc:
         outcome = exc
-    runtime_ms = int((time.perf_counter() - started) * 1000)
-    return ExecutionResult(job, task, outcome, runtime_ms, ctx)
+    return Execution(job, task, outcome, _ms_since(started), ctx)
+
+
+def _ms_since(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
 
 
 async def _bounded(task: Task[Any, Any], work: Awaitable[Any]) -> Any:
@@ -174,31 +181,19 @@ def _timeout(task: Task[Any, Any]) -> JobTimeout:
     return JobTimeout(f"task {task.name!r} ran longer than its timeout of {task.timeout}s")
 
 
-def job_policy(job: Job, task: Task[Any, Any] | None) -> RetryPolicy:
-    """The schedule stored on the job at enqueue wins; else the task's; else the default."""
-    if job.retry_policy:
-        return policy_from_dict(job.retry_policy)
-    return task.retry if task else policy_from_dict(None)
+def conclude(execution: Execution, worker_id: str) -> FinishRequest | None:
+    """The fenced write for an execution, or None if the lease was lost (touch nothing).
 
-
-def finish_request(result: ExecutionResult, worker_id: str) -> FinishRequest | None:
-    """The fenced write for an execution, or None if the lease was lost (touch nothing)."""
-    if isinstance(result.outcome, LeaseLost):
+    Never raises: a rule that fails dead-letters the job as ``outcome_unwritable``.
+    """
+    if isinstance(execution.outcome, LeaseLost):
         return None
-    job, task = result.job, result.task
-    if (
-        result.ctx is not None
-        and result.ctx.cancel_requested
-        and not isinstance(result.outcome, Success)
-    ):
+    job, task, ctx = execution.job, execution.task, execution.ctx
+    if ctx is not None and ctx.cancel_requested and not isinstance(execution.outcome, Success):
         change = states.cancel_running()
     else:
-        change = states.outcome_to_change(
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            policy=job_policy(job, task),
-            outcome=result.outcome,
-            classifier=task.classifier if task else None,
-        )
-    artifacts = result.ctx.artifacts if result.ctx else []
-    return FinishRequest(job.id, job.claim_version, worker_id, change, result.runtime_ms, artifacts)
+        change = next_change(job, execution.outcome, task.classifier if task else None)
+    artifacts = ctx.artifacts if ctx else []
+    return FinishRequest(
+        job.id, job.claim_version, worker_id, change, execution.runtime_ms, artifacts
+    )
