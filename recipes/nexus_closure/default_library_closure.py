@@ -24,7 +24,7 @@ from typing import Any
 
 import durq
 from sqlalchemy import ColumnElement, Select, and_, case, delete, exists, func, literal, or_
-from sqlalchemy import select, update
+from sqlalchemy import inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -137,7 +137,9 @@ def _insert_select_ignore(
     session: Session, entity: Any, columns: list[str], source: Select[Any]
 ) -> int:
     stmt = _insert(session, entity).from_select(columns, source).on_conflict_do_nothing()
-    return int(getattr(session.execute(stmt), "rowcount", 0) or 0)
+    # RETURNING counts what was inserted on every driver (psycopg's rowcount here is -1).
+    key_column = inspect(entity).primary_key[0]
+    return len(session.execute(stmt.returning(key_column)).all())
 
 
 def ensure_library_media(session: Session, library_id: uuid.UUID, media_id: uuid.UUID) -> None:
