@@ -30,15 +30,13 @@ def requeue_default_library_backfill_job(
 ) -> dict[str, Any]:
     key = closure.BackfillKey(body.default_library_id, body.source_library_id, body.user_id)
     with runtime.sessions.begin() as session:
-        outcome = closure.requeue_backfill_job(
-            session, key, app=runtime.app, request_id=request_id
-        )
+        outcome = closure.requeue_backfill_job(session, key, app=runtime.app, request_id=request_id)
     row = outcome.row
     out = DefaultLibraryBackfillJobOut(
         default_library_id=key.default_library_id,
         source_library_id=key.source_library_id,
         user_id=key.user_id,
-        status=row.status,  # type: ignore[arg-type]  # the table's CHECK keeps it in range
+        status=row.status,
         attempts=row.attempts,
         last_error_code=row.last_error_code,
         updated_at=row.updated_at,

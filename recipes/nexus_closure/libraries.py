@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import uuid
 
-import durq
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
+
+import durq
 
 from . import default_library_closure as closure
 from .errors import ConflictError, ForbiddenError, NotFoundError

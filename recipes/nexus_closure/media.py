@@ -49,22 +49,35 @@ def canonicalize_url(url: str) -> str:
 
 def init_upload(session: Session, viewer_id: uuid.UUID, filename: str) -> Media:
     """Upload init: a file-backed media, already in the viewer's default library."""
-    media = Media(kind="file", title=filename, processing_status="pending_upload",
-                  created_by_user_id=viewer_id)  # fmt: skip
+    media = Media(
+        kind="file",
+        title=filename,
+        processing_status="pending_upload",
+        created_by_user_id=viewer_id,
+    )
     session.add(media)
     session.flush()
-    closure.add_media_to_default_library(session, _viewer_default_library(session, viewer_id), media.id)
+    closure.add_media_to_default_library(
+        session, _viewer_default_library(session, viewer_id), media.id
+    )
     return media
 
 
 def create_media_from_url(session: Session, viewer_id: uuid.UUID, url: str) -> Media:
     """``POST /media/from_url``: a provisional web article in the viewer's default library."""
     canonicalize_url(url)  # refuse what the ingest could never fetch
-    media = Media(kind="web_article", title=url, requested_url=url, processing_status="pending",
-                  created_by_user_id=viewer_id)  # fmt: skip
+    media = Media(
+        kind="web_article",
+        title=url,
+        requested_url=url,
+        processing_status="pending",
+        created_by_user_id=viewer_id,
+    )
     session.add(media)
     session.flush()
-    closure.add_media_to_default_library(session, _viewer_default_library(session, viewer_id), media.id)
+    closure.add_media_to_default_library(
+        session, _viewer_default_library(session, viewer_id), media.id
+    )
     return media
 
 
@@ -73,7 +86,9 @@ def attach_dedupe_winner(
 ) -> None:
     """Attach the winner to the actor's default library (with intrinsic provenance) before
     deleting the loser, so the actor never loses access in between."""
-    closure.add_media_to_default_library(session, _viewer_default_library(session, actor_user_id), winner_id)
+    closure.add_media_to_default_library(
+        session, _viewer_default_library(session, actor_user_id), winner_id
+    )
     for entity, column in (
         (LibraryMedia, LibraryMedia.media_id),
         (DefaultLibraryIntrinsic, DefaultLibraryIntrinsic.media_id),
@@ -99,9 +114,11 @@ def confirm_upload(
     the id the viewer should use from now on."""
     media = _media(session, media_id)
     winner = session.execute(
-        select(Media.id).where(Media.content_sha256 == content_sha256, Media.id != media_id)
-        .order_by(Media.created_at).limit(1)
-    ).scalar_one_or_none()  # fmt: skip
+        select(Media.id)
+        .where(Media.content_sha256 == content_sha256, Media.id != media_id)
+        .order_by(Media.created_at)
+        .limit(1)
+    ).scalar_one_or_none()
     if winner is not None:
         attach_dedupe_winner(session, viewer_id, winner, media_id)
         return winner
@@ -119,9 +136,11 @@ def ingest_web_article(
     media = _media(session, media_id)
     canonical = canonicalize_url(media.requested_url or "")
     winner = session.execute(
-        select(Media.id).where(Media.canonical_url == canonical, Media.id != media_id)
-        .order_by(Media.created_at).limit(1)
-    ).scalar_one_or_none()  # fmt: skip
+        select(Media.id)
+        .where(Media.canonical_url == canonical, Media.id != media_id)
+        .order_by(Media.created_at)
+        .limit(1)
+    ).scalar_one_or_none()
     if winner is not None:
         attach_dedupe_winner(session, actor_user_id, winner, media_id)
         return winner

@@ -62,7 +62,7 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC) if value is not None else None
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
+        if not isinstance(value, datetime):
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
@@ -163,9 +163,7 @@ class DefaultLibraryBackfillJob(Base):
 
     __tablename__ = "default_library_backfill_jobs"
     __table_args__ = (
-        CheckConstraint(
-            "status IN ('pending', 'running', 'completed', 'failed')", name="status"
-        ),
+        CheckConstraint("status IN ('pending', 'running', 'completed', 'failed')", name="status"),
         Index("ix_default_library_backfill_jobs_status_updated", "status", "updated_at"),
     )
     default_library_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)

@@ -13,8 +13,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import durq
 from sqlalchemy.engine import Engine
+
+import durq
 
 from . import default_library_closure as closure
 from .db import SessionFactory, make_engine, make_session_factory

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import durq
 import pytest
 from fastapi.testclient import TestClient
 
+import durq
 from recipes.nexus_closure.api import create_app
 from recipes.nexus_closure.tasks import NexusRuntime, create_runtime
 

@@ -10,19 +10,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import durq
 import pytest
-from durq import testing
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, insert, update
+from tests.waiting import wait_until
 
+import durq
+from durq import testing
 from recipes.nexus_closure import default_library_closure as closure
 from recipes.nexus_closure.api import create_app
 from recipes.nexus_closure.internal_libraries import REQUEUE_PATH
 from recipes.nexus_closure.libraries import add_media_to_library
 from recipes.nexus_closure.models import DefaultLibraryBackfillJob, Membership, utcnow
 from recipes.nexus_closure.tasks import NexusRuntime
-from tests.waiting import wait_until
 
 from .conftest import INTERNAL_SECRET
 from .faults import database_refuses
@@ -39,7 +39,9 @@ def _world_with_media(runtime: NexusRuntime, count: int = 2) -> tuple[World, set
     with runtime.sessions.begin() as session:
         for m in media:
             add_media_to_library(session, w.owner, w.library, m)
-        session.execute(delete(closure.Edge).where(closure.Edge.default_library_id == w.member_default))
+        session.execute(
+            delete(closure.Edge).where(closure.Edge.default_library_id == w.member_default)
+        )
         closure.gc_default_library_media(session, w.member_default, media)
     assert library_media(runtime, w.member_default) == set()
     return w, media
@@ -211,8 +213,12 @@ def test_backfill_worker_retry_enqueue_failure_keeps_pending_state(
     assert row["last_error_code"] is None and row["finished_at"] is None
     # The retry is not lost: the lease expires and durq reschedules on the same schedule.
     reclaimed: list[durq.Job] = []
-    wait_until(lambda: reclaimed.extend(runtime.app.reclaim_expired()) or reclaimed,
-               timeout=15, what="the job's lease to expire and be reclaimed")  # fmt: skip
+
+    def reclaim() -> bool:
+        reclaimed.extend(runtime.app.reclaim_expired())
+        return bool(reclaimed)
+
+    wait_until(reclaim, timeout=15, what="the job's lease to expire and be reclaimed")
     (job,) = reclaimed
     assert job.state == "retry_wait"
     countdown = (job.run_at - job.updated_at).total_seconds()
@@ -246,8 +252,10 @@ def test_backfill_backlog_guardrail_flags_degraded_when_threshold_exceeded(
     runtime: NexusRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert _health(runtime) == {
-        "pending_count": 0, "pending_age_p95_seconds": 0.0, "degraded": False,
-    }  # fmt: skip
+        "pending_count": 0,
+        "pending_age_p95_seconds": 0.0,
+        "degraded": False,
+    }
     _pending_rows(runtime, [5000.0] * 3, status="failed")  # only pending rows count
     ages = [10.0 * i for i in range(1, 101)]  # 10 s … 1000 s: p95 (nearest rank) is 950 s
     _pending_rows(runtime, ages)
@@ -308,8 +316,14 @@ def test_requeue_endpoint_pending_failed_completed_reset_to_pending_and_enqueue(
 ) -> None:
     w = make_world(runtime)
     for status in ("pending", "failed", "completed"):
-        _set_row(runtime, w.member_key, status=status, attempts=3, last_error_code="E_X",
-                 finished_at=utcnow())  # fmt: skip
+        _set_row(
+            runtime,
+            w.member_key,
+            status=status,
+            attempts=3,
+            last_error_code="E_X",
+            finished_at=utcnow(),
+        )
         waiting = len(_backfill_jobs(runtime, w.member_key))
         response = client.post(REQUEUE_PATH, json=_body(w.member_key))
         assert response.status_code == 200, response.text
@@ -318,8 +332,11 @@ def test_requeue_endpoint_pending_failed_completed_reset_to_pending_and_enqueue(
         row = backfill_row(runtime, w.member_key)
         assert row is not None
         assert (row["status"], row["attempts"], row["last_error_code"], row["finished_at"]) == (
-            "pending", 0, None, None,
-        )  # fmt: skip
+            "pending",
+            0,
+            None,
+            None,
+        )
         jobs = _backfill_jobs(runtime, w.member_key)
         assert len(jobs) == waiting + 1 and jobs[-1].queue == "ingest"
 
@@ -328,13 +345,26 @@ def test_requeue_endpoint_returns_operator_state_fields(
     runtime: NexusRuntime, client: TestClient
 ) -> None:
     w = make_world(runtime)
-    _set_row(runtime, w.member_key, status="failed", attempts=5, last_error_code="E_X",
-             finished_at=utcnow())  # fmt: skip
+    _set_row(
+        runtime,
+        w.member_key,
+        status="failed",
+        attempts=5,
+        last_error_code="E_X",
+        finished_at=utcnow(),
+    )
     response = client.post(REQUEUE_PATH, json=_body(w.member_key))
     assert response.status_code == 200
     data = response.json()["data"]
-    fields = {"status", "attempts", "last_error_code", "updated_at", "finished_at",
-              "idempotent", "enqueue_dispatched"}  # fmt: skip
+    fields = {
+        "status",
+        "attempts",
+        "last_error_code",
+        "updated_at",
+        "finished_at",
+        "idempotent",
+        "enqueue_dispatched",
+    }
     assert fields <= set(data)
     assert {k: data[k] for k in _body(w.member_key)} == _body(w.member_key)
     row = backfill_row(runtime, w.member_key)
@@ -371,8 +401,9 @@ def test_requeue_endpoint_requires_internal_header_when_middleware_enforces_it(
 ) -> None:
     w = make_world(runtime)
     _set_row(runtime, w.member_key, status="failed", attempts=5)
-    enforcing = TestClient(create_app(runtime, requires_internal_header=True,
-                                      internal_secret=INTERNAL_SECRET))  # fmt: skip
+    enforcing = TestClient(
+        create_app(runtime, requires_internal_header=True, internal_secret=INTERNAL_SECRET)
+    )
     for headers in ({}, {"X-Nexus-Internal": "wrong"}):
         response = enforcing.post(REQUEUE_PATH, json=_body(w.member_key), headers=headers)
         assert response.status_code == 403
@@ -406,7 +437,8 @@ def test_enqueue_backfill_job_skips_dispatch_in_test_env(
 ) -> None:
     runtime = make_runtime(env="test")
     w = make_world(runtime)
-    assert closure.enqueue_backfill_job(
-        w.member_default, w.library, w.member, app=runtime.app
-    ) is False  # fmt: skip
+    assert (
+        closure.enqueue_backfill_job(w.member_default, w.library, w.member, app=runtime.app)
+        is False
+    )
     assert _backfill_jobs(runtime, w.member_key) == []

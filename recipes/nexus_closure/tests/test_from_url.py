@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from durq import testing
 from fastapi.testclient import TestClient
 
+from durq import testing
 from recipes.nexus_closure.tasks import INGEST_TASK_NAME, NexusRuntime
 
 from .world import edges, intrinsics, library_media, make_world

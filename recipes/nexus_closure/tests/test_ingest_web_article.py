@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from durq import testing
 from fastapi.testclient import TestClient
 
+from durq import testing
 from recipes.nexus_closure.models import Media
 from recipes.nexus_closure.tasks import NexusRuntime
 

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from durq import testing
+from tests.waiting import wait_until
 
+from durq import testing
+from recipes.nexus_closure import default_library_closure as closure
 from recipes.nexus_closure.libraries import (
     accept_library_member,
     add_media_to_library,
@@ -21,10 +23,8 @@ from recipes.nexus_closure.libraries import (
     remove_library_member,
 )
 from recipes.nexus_closure.tasks import NexusRuntime
-from tests.waiting import wait_until
 
 from .world import backfill_row, edges, library_media, make_media
-from recipes.nexus_closure import default_library_closure as closure
 
 WORKERS = 4
 MEMBERS = 16  # all but the last two are removed while their backfills run
@@ -36,10 +36,23 @@ def _start_worker(database_url: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "DURQ_ENV": "prod"}
     with log.open("wb") as out:  # a file, not a pipe: a full pipe would stall the worker
         return subprocess.Popen(
-            [sys.executable, "-m", "recipes.nexus_closure", "--database-url", database_url,
-             "worker", "--concurrency", "2", "--poll-interval", "0.05"],
-            cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "recipes.nexus_closure",
+                "--database-url",
+                database_url,
+                "worker",
+                "--concurrency",
+                "2",
+                "--poll-interval",
+                "0.05",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 @pytest.mark.slow
@@ -62,18 +75,27 @@ def test_member_removal_racing_backfill_leaves_no_closure_edge(
     logs = [tmp_path / f"worker-{i}.log" for i in range(WORKERS)]
     workers = [_start_worker(runtime.app.database_url, log) for log in logs]
     try:
-        wait_until(lambda: runtime.app.list_jobs(state=["running", "succeeded"]),
-                   timeout=60, what="a worker to start a backfill")  # fmt: skip
+        wait_until(
+            lambda: runtime.app.list_jobs(state=["running", "succeeded"]),
+            timeout=60,
+            what="a worker to start a backfill",
+        )
         removed = members[:-2]
         # newest first: the workers claim oldest first, so these are still queued or running
         for member in reversed(removed):
             with runtime.sessions.begin() as session:
                 assert remove_library_member(session, owner, library, member)
-        wait_until(lambda: not runtime.app.list_jobs(state=["queued", "retry_wait", "running"]),
-                   timeout=120, what="every backfill job to finish")  # fmt: skip
+        wait_until(
+            lambda: not runtime.app.list_jobs(state=["queued", "retry_wait", "running"]),
+            timeout=120,
+            what="every backfill job to finish",
+        )
         # stop only workers that finished starting (a signal earlier kills, not stops)
-        wait_until(lambda: sum(w.alive for w in runtime.app.list_workers()) == WORKERS,
-                   timeout=60, what="all four workers to be up")  # fmt: skip
+        wait_until(
+            lambda: sum(w.alive for w in runtime.app.list_workers()) == WORKERS,
+            timeout=60,
+            what="all four workers to be up",
+        )
     finally:
         for proc in workers:
             proc.send_signal(signal.SIGTERM)

@@ -53,9 +53,7 @@ def make_world(runtime: NexusRuntime, *, dispatch: bool = False) -> World:
         owner = create_user(session, f"owner-{uuid.uuid4().hex[:8]}@example.com").id
         member = create_user(session, f"member-{uuid.uuid4().hex[:8]}@example.com").id
         library = create_library(session, owner, "Shared").id
-        accept_library_member(
-            session, library, member, app=runtime.app if dispatch else None
-        )
+        accept_library_member(session, library, member, app=runtime.app if dispatch else None)
         owner_default = closure.default_library_id_for(session, owner)
         member_default = closure.default_library_id_for(session, member)
     assert owner_default is not None and member_default is not None
@@ -64,8 +62,9 @@ def make_world(runtime: NexusRuntime, *, dispatch: bool = False) -> World:
 
 def make_media(runtime: NexusRuntime, creator: uuid.UUID, title: str = "A paper") -> uuid.UUID:
     with runtime.sessions.begin() as session:
-        media = Media(kind="file", title=title, processing_status="ready",
-                      created_by_user_id=creator)  # fmt: skip
+        media = Media(
+            kind="file", title=title, processing_status="ready", created_by_user_id=creator
+        )
         session.add(media)
         session.flush()
         return media.id
@@ -102,5 +101,10 @@ def backfill_row(runtime: NexusRuntime, key: closure.BackfillKey) -> dict[str, A
         found = session.execute(stmt).first()
     if found is None:
         return None
-    return dict(zip(("status", "attempts", "last_error_code", "updated_at", "finished_at"),
-                    found, strict=True))  # fmt: skip
+    return dict(
+        zip(
+            ("status", "attempts", "last_error_code", "updated_at", "finished_at"),
+            found,
+            strict=True,
+        )
+    )
