@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
@@ -139,6 +139,12 @@ class JobSubmitRequest(BaseModel):
     max_attempts: int | None = Field(None, ge=1, le=10)
 
 
+def _due(job: durq.Job) -> bool:
+    """Ready and due now (a retry waits for its backoff even when resubmitted in sync)."""
+    ready = job.state in (durq.JobState.QUEUED, durq.JobState.RETRY_WAIT)
+    return ready and job.run_at <= datetime.now(UTC)
+
+
 def _job_id(raw: str) -> int:
     if not raw.isdigit():
         raise HTTPException(status_code=404, detail=f"Job {raw} not found")
@@ -185,8 +191,10 @@ def submit_job(
         if sync:
             state.sync_runner.release()
         raise
-    if sync:
+    if sync and _due(job):
         job = state.sync_runner.run(job.id)
+    elif sync:  # an idempotent replay of a job that is running, waiting or done
+        state.sync_runner.release()
         if job.state is durq.JobState.RUNNING:
             response.status_code = 202  # not done by the deadline: poll GET /jobs/{id}
     view = _get_job(request, job.id)
