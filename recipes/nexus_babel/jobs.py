@@ -71,6 +71,7 @@ def job_view(
     artifacts: list[durq.Artifact] | None = None,
 ) -> dict[str, Any]:
     """The seed's ``JobStatusResponse``."""
+    running = job.state is durq.JobState.RUNNING
     view: dict[str, Any] = {
         "job_id": str(job.id),
         "job_type": job.task,
@@ -83,8 +84,9 @@ def job_view(
         "max_attempts": job.max_attempts,
         "attempt_count": job.attempt,
         "next_run_at": _ts(job.run_at),
-        "lease_owner": job.worker_id,
-        "lease_expires_at": _ts(job.lease_expires_at),
+        # a lease exists only while running; durq keeps the last worker id after that
+        "lease_owner": job.worker_id if running else None,
+        "lease_expires_at": _ts(job.lease_expires_at) if running else None,
         "cancel_requested": job.cancel_requested,
         "created_by": job.created_by,
         "created_at": _ts(job.created_at),
