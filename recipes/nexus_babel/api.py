@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 import durq
@@ -159,10 +160,8 @@ def _get_job(request: Request, job_id: int) -> dict[str, Any]:
     return view
 
 
-@router.post("/jobs/submit")
-def submit_job(
-    request: Request, response: Response, body: JobSubmitRequest, ctx: Operator
-) -> dict[str, Any]:
+@router.post("/jobs/submit", response_model=None)
+def submit_job(request: Request, body: JobSubmitRequest, ctx: Operator) -> JSONResponse:
     state = request.app.state
     if body.execution_mode == "async" and not state.settings.async_jobs_enabled:
         raise HTTPException(status_code=400, detail="Async jobs are disabled by feature flag")
@@ -198,7 +197,9 @@ def submit_job(
         if job.state is durq.JobState.RUNNING:
             response.status_code = 202  # not done by the deadline: poll GET /jobs/{id}
     view = _get_job(request, job.id)
-    return {
+    # 202: a sync job not done by the deadline is still running: poll GET /jobs/{id}
+    status_code = 202 if sync and view["status"] == "running" else 200
+    content = {
         "job_id": view["job_id"],
         "job_type": view["job_type"],
         "status": view["status"],
@@ -207,6 +208,7 @@ def submit_job(
         "result": view["result"],
         "error_text": view["error_text"],
     }
+    return JSONResponse(content, status_code=status_code)
 
 
 @router.get("/jobs/{job_id}")
