@@ -194,8 +194,6 @@ def submit_job(request: Request, body: JobSubmitRequest, ctx: Operator) -> JSONR
         job = state.sync_runner.run(job.id)
     elif sync:  # an idempotent replay of a job that is running, waiting or done
         state.sync_runner.release()
-        if job.state is durq.JobState.RUNNING:
-            response.status_code = 202  # not done by the deadline: poll GET /jobs/{id}
     view = _get_job(request, job.id)
     # 202: a sync job not done by the deadline is still running: poll GET /jobs/{id}
     status_code = 202 if sync and view["status"] == "running" else 200

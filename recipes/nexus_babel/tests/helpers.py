@@ -22,7 +22,9 @@ def headers(role: str) -> dict[str, str]:
     return {"X-Nexus-API-Key": KEYS[role]}
 
 
-def submit(client: TestClient, job_type: str, payload: dict[str, Any] | None = None, **extra: Any) -> Any:
+def submit(
+    client: TestClient, job_type: str, payload: dict[str, Any] | None = None, **extra: Any
+) -> Any:
     body = {"job_type": job_type, "payload": payload or {}} | extra
     response = client.post("/api/v1/jobs/submit", headers=headers("operator"), json=body)
     assert response.status_code in (200, 202), response.text

@@ -84,9 +84,12 @@ def test_role_and_raw_mode_enforcement(client: TestClient) -> None:
     assert response.status_code == 403
 
     raw = {"text": "they left off to build the city; confound their language", "mode": "RAW"}
-    assert client.post(
-        "/api/v1/governance/evaluate", headers=headers("operator"), json=raw
-    ).status_code == 403
+    assert (
+        client.post(
+            "/api/v1/governance/evaluate", headers=headers("operator"), json=raw
+        ).status_code
+        == 403
+    )
     response = client.post("/api/v1/governance/evaluate", headers=headers("researcher"), json=raw)
     assert response.status_code == 200
     assert response.json()["mode"] == "RAW" and "confound" in response.json()["text"]
@@ -111,9 +114,10 @@ def test_us_infra_02_role_ladder_and_global_raw_flag(
         response = client.request(method, path, headers=headers("operator"), json=body)
         assert response.status_code in (200, 404), (method, path, response.text)
     raw = {"text": "the whole earth", "mode": "RAW"}
-    assert client.post(
-        "/api/v1/governance/evaluate", headers=headers("admin"), json=raw
-    ).status_code == 200
+    assert (
+        client.post("/api/v1/governance/evaluate", headers=headers("admin"), json=raw).status_code
+        == 200
+    )
 
     # NEXUS_RAW_MODE_ENABLED=False: RAW is refused whatever the role
     locked = make_client(raw_mode_enabled=False)
@@ -130,7 +134,10 @@ def test_us_infra_03_bootstrap_keys_seeded_idempotently(
     client = make_client()
     db = client.app.state.db  # type: ignore[attr-defined]
     with db.session() as session:
-        rows = {k.owner: (k.role, k.raw_mode_enabled, k.enabled) for k in session.scalars(select(ApiKey))}
+        rows = {
+            k.owner: (k.role, k.raw_mode_enabled, k.enabled)
+            for k in session.scalars(select(ApiKey))
+        }
     assert rows == {
         "dev-viewer": ("viewer", False, True),
         "dev-operator": ("operator", False, True),

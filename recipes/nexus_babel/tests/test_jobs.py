@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
+from tests.waiting import wait_until
 
 from recipes.nexus_babel import Settings
 from recipes.nexus_babel.db import Document
 from recipes.nexus_babel.jobs import ARTIFACT_TYPES, JOB_TYPES, QUEUE
 from recipes.nexus_babel.tests.helpers import headers, submit
 from recipes.nexus_babel.worker import run_worker
-from tests.waiting import wait_until
 
 INGEST = {"paths": ["genesis_babel.txt", "sonnet_18.txt"]}
 
@@ -86,7 +86,9 @@ def test_us_infra_05_idempotency_is_per_job_type(client: TestClient) -> None:
     ingest = submit(client, "ingest_batch", INGEST, idempotency_key="shared-key")
     assert audit["job_id"] != ingest["job_id"]  # EC-04: (job_type, key) is the identity
     # the seed's unique constraint: a repeated key returns the first job, whatever payload
-    other = submit(client, "ingest_batch", {"paths": ["odyssey_opening.txt"]}, idempotency_key="shared-key")
+    other = submit(
+        client, "ingest_batch", {"paths": ["odyssey_opening.txt"]}, idempotency_key="shared-key"
+    )
     assert other["job_id"] == ingest["job_id"]
     assert _job(client, other["job_id"])["payload"] == INGEST
 
@@ -100,7 +102,10 @@ def test_job_cancel(client: TestClient) -> None:
     assert cancelled["lease_owner"] is None and cancelled["lease_expires_at"] is None
     # EC-08: cancelling again is a no-op
     again = client.post(f"/api/v1/jobs/{job['job_id']}/cancel", headers=headers("operator"))
-    assert again.json()["status"] == "cancelled" and again.json()["updated_at"] == cancelled["updated_at"]
+    assert (
+        again.json()["status"] == "cancelled"
+        and again.json()["updated_at"] == cancelled["updated_at"]
+    )
 
 
 def test_us_infra_06_cancel_of_a_finished_job_is_a_noop(client: TestClient) -> None:
@@ -134,7 +139,9 @@ def test_us_infra_07_retry_backoff_exact(client: TestClient) -> None:
         view = _job(client, job["job_id"])
         [attempt] = view["attempts"]
         assert attempt["status"] == "failed" and "arrives_later.txt" in attempt["error_text"]
-        assert attempt["runtime_ms"] is not None and attempt["started_at"] and attempt["finished_at"]
+        assert (
+            attempt["runtime_ms"] is not None and attempt["started_at"] and attempt["finished_at"]
+        )
         delay = (_ts(view["next_run_at"]) - _ts(attempt["finished_at"])).total_seconds()
         assert 2.0 <= delay < 2.5, delay
 
@@ -145,14 +152,18 @@ def test_us_infra_07_retry_backoff_exact(client: TestClient) -> None:
 
     started = datetime.now().astimezone()
     wait_until(second_attempts_ran, timeout=10, what="both second attempts")
-    first_due = min(_ts(_job(client, j["job_id"])["attempts"][1]["started_at"]) for j in (three, two))
+    first_due = min(
+        _ts(_job(client, j["job_id"])["attempts"][1]["started_at"]) for j in (three, two)
+    )
     assert first_due >= started + timedelta(seconds=1.5)
     view = _job(client, three["job_id"])
     assert view["status"] == "retry_wait" and view["attempt_count"] == 2
     delay = (_ts(view["next_run_at"]) - _ts(view["attempts"][-1]["finished_at"])).total_seconds()
     assert 10.0 <= delay < 10.5, delay
     final = _job(client, two["job_id"])  # attempt N == max_attempts: failed for good
-    assert final["status"] == "failed" and [a["status"] for a in final["attempts"]] == ["failed"] * 2
+    assert (
+        final["status"] == "failed" and [a["status"] for a in final["attempts"]] == ["failed"] * 2
+    )
 
 
 def test_us_infra_08_dispatch_and_typed_artifacts(client: TestClient, corpus: Path) -> None:
@@ -162,7 +173,9 @@ def test_us_infra_08_dispatch_and_typed_artifacts(client: TestClient, corpus: Pa
     ids = {
         "ingest_batch": submit(client, "ingest_batch", INGEST, execution_mode="sync"),
         "analyze": submit(client, "analyze", {"path": "genesis_babel.txt"}, execution_mode="sync"),
-        "branch_replay": submit(client, "branch_replay", {"branch": "babel_modern"}, execution_mode="sync"),
+        "branch_replay": submit(
+            client, "branch_replay", {"branch": "babel_modern"}, execution_mode="sync"
+        ),
         "integrity_audit": submit(client, "integrity_audit", execution_mode="sync"),
     }
     for job_type, job in ids.items():
@@ -200,7 +213,11 @@ def test_us_infra_19_filters_and_cursor_pagination(make_client: Callable[..., Te
     client = make_client()
     made = [submit(client, "integrity_audit")["job_id"] for _ in range(5)]
     done = submit(client, "integrity_audit", execution_mode="sync")["job_id"]
-    admin = client.post("/api/v1/jobs/submit", headers=headers("admin"), json={"job_type": "analyze", "payload": {"path": "nope.txt"}})
+    admin = client.post(
+        "/api/v1/jobs/submit",
+        headers=headers("admin"),
+        json={"job_type": "analyze", "payload": {"path": "nope.txt"}},
+    )
     assert admin.status_code == 200
     viewer = headers("viewer")
 
@@ -221,4 +238,6 @@ def test_us_infra_19_filters_and_cursor_pagination(make_client: Callable[..., Te
     now = datetime.now().astimezone()
     assert page(created_after=(now + timedelta(hours=1)).isoformat())["jobs"] == []
     assert len(page(created_before=(now + timedelta(hours=1)).isoformat())["jobs"]) == 7
-    assert client.get("/api/v1/jobs", headers=viewer, params={"status": "exploded"}).status_code == 422
+    assert (
+        client.get("/api/v1/jobs", headers=viewer, params={"status": "exploded"}).status_code == 422
+    )

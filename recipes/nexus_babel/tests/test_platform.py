@@ -11,13 +11,13 @@ import pydantic
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect
+from tests.waiting import wait_until
 
 from recipes.nexus_babel import Settings, create_app, get_settings
 from recipes.nexus_babel.db import DBManager
 from recipes.nexus_babel.metrics import MetricsService
 from recipes.nexus_babel.plugins import MLStubLayerPlugin, PluginRegistry
 from recipes.nexus_babel.tests.helpers import headers, release_fifo, submit
-from tests.waiting import wait_until
 
 
 def test_us_infra_12_in_memory_metrics(client: TestClient) -> None:
@@ -25,7 +25,6 @@ def test_us_infra_12_in_memory_metrics(client: TestClient) -> None:
     assert metrics.snapshot() == {"counters": {}, "timings": {}}  # EC-11
     metrics.inc("a")
     metrics.inc("a", 2.5)
-    samples = [random.Random(7).uniform(1, 250) for _ in range(1)]
     rng = random.Random(42)
     samples = [rng.uniform(1, 250) for _ in range(400)]
     for value in samples:
@@ -61,7 +60,10 @@ def test_us_infra_15_plugin_chain(make_client: Callable[..., TestClient]) -> Non
     baseline = {"tokens": 10}
     det = PluginRegistry("deterministic", ml_enabled=True).run_layer("lexical", "t", baseline, 0.6)
     assert (det.provider_name, det.output, det.confidence, det.fallback_reason) == (
-        "deterministic", baseline, 0.6, None
+        "deterministic",
+        baseline,
+        0.6,
+        None,
     )
     ml = PluginRegistry("ml_first", ml_enabled=True).run_layer("lexical", "t", baseline, 0.6)
     assert ml.provider_name == "ml_stub" and ml.confidence == pytest.approx(0.7)
@@ -71,7 +73,11 @@ def test_us_infra_15_plugin_chain(make_client: Callable[..., TestClient]) -> Non
     off = PluginRegistry("ml_first", ml_enabled=False).run_layer("lexical", "t", baseline, 0.6)
     assert off.provider_name == "deterministic" and "ml_stub" in (off.fallback_reason or "")
     none = PluginRegistry("ml_only", ml_enabled=False).run_layer("lexical", "t", baseline, 0.6)
-    assert (none.output, none.confidence, none.fallback_reason) == (baseline, 0.0, "all_plugins_failed")
+    assert (none.output, none.confidence, none.fallback_reason) == (
+        baseline,
+        0.0,
+        "all_plugins_failed",
+    )
 
     class Broken(MLStubLayerPlugin):
         def run(self, *args: object, **kwargs: object) -> tuple[dict[str, object], float]:
@@ -80,8 +86,13 @@ def test_us_infra_15_plugin_chain(make_client: Callable[..., TestClient]) -> Non
     registry = PluginRegistry("ml_first", ml_enabled=True)
     registry.plugins["ml_stub"] = Broken(enabled=True)
     fell = registry.run_layer("lexical", "t", baseline, 0.6)
-    assert fell.provider_name == "deterministic" and "model server unreachable" in (fell.fallback_reason or "")
-    assert PluginRegistry("ml_first", ml_enabled=False).health() == {"deterministic": True, "ml_stub": False}
+    assert fell.provider_name == "deterministic" and "model server unreachable" in (
+        fell.fallback_reason or ""
+    )
+    assert PluginRegistry("ml_first", ml_enabled=False).health() == {
+        "deterministic": True,
+        "ml_stub": False,
+    }
 
     # through an analyze job, with the profile from settings
     client = make_client(plugin_profile="ml_first", plugin_ml_enabled=True)
@@ -115,7 +126,7 @@ def test_us_infra_16_settings(
     monkeypatch.delenv("NEXUS_ENVIRONMENT")
     (tmp_path / ".env").unlink()
     with pytest.raises(pydantic.ValidationError):
-        Settings(worker_poll_seconds="soon")  # type: ignore[arg-type]
+        Settings(worker_poll_seconds="soon")
     with pytest.raises(pydantic.ValidationError, match="published dev default"):
         Settings(environment="prod")
 
@@ -157,8 +168,14 @@ def test_us_infra_24_prometheus(client: TestClient) -> None:
     response = client.get("/metrics/prometheus")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     text = response.text
-    assert 'nexus_http_requests_total{method="POST",path="/api/v1/jobs/submit",status="200"} 2.0' in text
-    assert 'nexus_http_request_duration_seconds_count{method="POST",path="/api/v1/jobs/submit"} 2.0' in text
+    assert (
+        'nexus_http_requests_total{method="POST",path="/api/v1/jobs/submit",status="200"} 2.0'
+        in text
+    )
+    assert (
+        'nexus_http_request_duration_seconds_count{method="POST",path="/api/v1/jobs/submit"} 2.0'
+        in text
+    )
     assert "nexus_jobs_queued 1.0" in text and "nexus_jobs_running 0.0" in text
     assert "nexus-dev" not in text  # no key material in the exposition
 
@@ -168,7 +185,11 @@ def test_sync_mode_is_bounded_and_never_stalls_the_server(
 ) -> None:
     client = make_client(sync_max_concurrency=1, sync_timeout_seconds=0.5)
     pipe = fifos("endless.txt")
-    body = {"job_type": "ingest_batch", "payload": {"paths": ["endless.txt"]}, "execution_mode": "sync"}
+    body = {
+        "job_type": "ingest_batch",
+        "payload": {"paths": ["endless.txt"]},
+        "execution_mode": "sync",
+    }
     stalled = client.post("/api/v1/jobs/submit", headers=headers("operator"), json=body)
     assert stalled.status_code == 202 and stalled.json()["status"] == "running"
     busy = client.post(
@@ -180,7 +201,12 @@ def test_sync_mode_is_bounded_and_never_stalls_the_server(
     assert client.get("/healthz").status_code == 200  # the server still answers
     assert release_fifo(pipe, "at last\n")
     wait_until(
-        lambda: client.get(f"/api/v1/jobs/{stalled.json()['job_id']}", headers=headers("viewer")).json()["status"] == "succeeded",
+        lambda: (
+            client.get(
+                f"/api/v1/jobs/{stalled.json()['job_id']}", headers=headers("viewer")
+            ).json()["status"]
+            == "succeeded"
+        ),
         what="the stalled job to finish",
     )
     assert submit(client, "integrity_audit", execution_mode="sync")["status"] == "succeeded"
@@ -195,12 +221,18 @@ def test_success_criteria_all_six_statuses(
         "running": submit(client, "ingest_batch", {"paths": ["held.txt"]}, execution_mode="sync"),
         "queued": submit(client, "integrity_audit"),
         "succeeded": submit(client, "integrity_audit", execution_mode="sync"),
-        "retry_wait": submit(client, "ingest_batch", {"paths": ["later.txt"]}, execution_mode="sync"),
+        "retry_wait": submit(
+            client, "ingest_batch", {"paths": ["later.txt"]}, execution_mode="sync"
+        ),
         "failed": submit(client, "branch_replay", {"branch": "Bad Name"}, execution_mode="sync"),
         "cancelled": submit(client, "integrity_audit"),
     }
-    client.post(f"/api/v1/jobs/{expected['cancelled']['job_id']}/cancel", headers=headers("operator"))
+    client.post(
+        f"/api/v1/jobs/{expected['cancelled']['job_id']}/cancel", headers=headers("operator")
+    )
     for status, job in expected.items():
-        listed = client.get("/api/v1/jobs", headers=headers("viewer"), params={"status": status}).json()
+        listed = client.get(
+            "/api/v1/jobs", headers=headers("viewer"), params={"status": status}
+        ).json()
         assert [j["job_id"] for j in listed["jobs"]] == [job["job_id"]], status
     assert release_fifo(pipe, "done\n")

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from tests.waiting import wait_until
 
 from recipes.nexus_babel import Settings
 from recipes.nexus_babel.db import AuditLog
 from recipes.nexus_babel.jobs import RECOVERY_ACTION
 from recipes.nexus_babel.tests.helpers import headers, release_fifo, submit
 from recipes.nexus_babel.worker import run_worker
-from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -115,11 +115,12 @@ def test_us_infra_10_stale_lease_recovery_with_provenance(
         what="both running",
     )
     events: list[dict] = []  # type: ignore[type-arg]
-    wait_until(
-        lambda: events.extend(service.recover_stale_leases("recoverer")) or len(events) == 2,
-        timeout=10,
-        what="both leases expired and recovered",
-    )
+
+    def recovered_both() -> bool:
+        events.extend(service.recover_stale_leases("recoverer"))
+        return len(events) == 2
+
+    wait_until(recovered_both, timeout=10, what="both leases expired and recovered")
     by_job = {e["job_id"]: e for e in events}
     assert by_job[retried]["status"] == "retry_wait"
     assert by_job[exhausted]["status"] == "failed"
@@ -130,7 +131,9 @@ def test_us_infra_10_stale_lease_recovery_with_provenance(
     assert view["status"] == "retry_wait" and view["lease_owner"] is None
     lost = view["attempts"][-1]
     assert lost["outcome"] == "lost" and lost["worker_id"] == "crashed-a"
-    backoff = (datetime.fromisoformat(view["next_run_at"]) - datetime.fromisoformat(lost["finished_at"]))
+    backoff = datetime.fromisoformat(view["next_run_at"]) - datetime.fromisoformat(
+        lost["finished_at"]
+    )
     assert 2.0 <= backoff.total_seconds() < 2.5  # the same schedule as a failure
 
     db = client.app.state.db  # type: ignore[attr-defined]
@@ -159,7 +162,9 @@ def test_us_infra_10_ec_06_worker_killed_mid_job_is_recovered(
     job_id = submit(client, "ingest_batch", {"paths": ["scroll.txt"]})["job_id"]
 
     cmd, env = _worker_cmd(settings)
-    victim = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    victim = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         wait_until(lambda: _job(client, job_id)["status"] == "running", timeout=30, what="claim")
         owner = _job(client, job_id)["lease_owner"]
@@ -200,7 +205,9 @@ def test_us_infra_25_competing_workers_never_double_run(
     for w in workers:
         w.start()
     wait_until(
-        lambda: all(_job(client, i)["status"] == "succeeded" for i in ids), timeout=30, what="all done"
+        lambda: all(_job(client, i)["status"] == "succeeded" for i in ids),
+        timeout=30,
+        what="all done",
     )
     stop.set()
     for w in workers:
