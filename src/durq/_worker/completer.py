@@ -61,6 +61,11 @@ class Completer:
         self._giving_up = False
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def gave_up(self) -> bool:
+        """True once a flush ran out of time: some outcomes were not written."""
+        return self._giving_up
+
     # ---- service -----------------------------------------------------------------------
 
     def start(self) -> None:

@@ -169,6 +169,7 @@ class Worker:
         prune_interval: float = 60.0,
         worker_id: str | None = None,
         parent_pid: int | None = None,
+        flush_timeout: float = FLUSH_TIMEOUT,
     ) -> None:
         if max_jobs is not None and max_jobs < 1:
             raise ConfigurationError(f"max_jobs must be >= 1, got {max_jobs}")
@@ -192,6 +193,7 @@ class Worker:
         self.once = once
         self.worker_id = worker_id or default_worker_id()
         self.parent_pid = parent_pid
+        self.flush_timeout = flush_timeout
         #: Set once the worker is registered and claiming (tests and the demo wait on it).
         self.ready = threading.Event()
         #: Set when :meth:`run` has returned.
@@ -322,7 +324,7 @@ class Worker:
             code = 1
             self._release_all()
         finally:
-            if not await self.completer.stop(FLUSH_TIMEOUT):
+            if not await self.completer.stop(self.flush_timeout):
                 code = 1  # outcomes were lost: the supervisor or operator must know
             await self.heartbeater.stop()
             for task in background:

@@ -113,7 +113,7 @@ SET state = 'running', stage = NULL, worker_id = :worker_id,
     attempted_at = now(), heartbeat_at = now(), updated_at = now(),
     lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8)),
     cancel_requested = false
-WHERE id = :id AND state IN ('queued', 'retry_wait')
+WHERE id = :id AND state IN ('queued', 'retry_wait') AND run_at <= now()
 RETURNING {job_columns}
 
 -- name: job_finish

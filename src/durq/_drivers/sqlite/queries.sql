@@ -73,7 +73,7 @@ SET state = 'running', stage = NULL, worker_id = :worker_id,
     attempt = attempt + 1, claim_version = claim_version + 1,
     attempted_at = :now, heartbeat_at = :now, updated_at = :now,
     lease_expires_at = :now + :lease_seconds, cancel_requested = 0
-WHERE id = :id AND state IN ('queued', 'retry_wait')
+WHERE id = :id AND state IN ('queued', 'retry_wait') AND run_at <= :now
 RETURNING {job_columns}
 
 -- name: job_finish
