@@ -77,3 +77,9 @@ def own_timeout() -> None:
 @app.task(max_attempts=1)
 async def async_own_timeout() -> None:
     raise TimeoutError("the upstream read timed out")
+
+
+@app.task(max_attempts=1)
+def kills_its_process() -> None:
+    """A task that takes its whole process down, as a crashing extension would."""
+    os._exit(7)
