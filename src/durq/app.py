@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from ._drivers import Driver, NewJob, open_driver
 from ._engine import jobs, pipeline
@@ -15,8 +15,9 @@ from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.validate import build_new_job, parse_states, validate_queue
 from ._maintenance.reclaim import reclaim_batch
-from .errors import ConfigurationError, LeaseLost, SchemaOutOfDate, ValidationError
-from .retry import DEFAULT_POLICY, Classifier, RetryPolicy
+from .errors import LeaseLost, SchemaOutOfDate, ValidationError
+from .registry import TaskRegistry
+from .retry import DEFAULT_POLICY
 from .settings import Settings
 from .task import Task
 from .types import Artifact, Attempt, Job, RequeueResult, WorkerInfo
@@ -41,7 +42,7 @@ class EnqueueRequest:
         self.options = options
 
 
-class App:
+class App(TaskRegistry):
     """A durq application: where jobs live and which tasks this process knows.
 
     ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).
@@ -52,11 +53,12 @@ class App:
             settings = Settings(database_url=database_url) if database_url else Settings()
         elif database_url is not None:
             settings = settings.model_copy(update={"database_url": database_url})
-        self.settings = settings
-        self.tasks: dict[str, Task[Any, Any]] = {}
-        self.periodic_tasks: list[PeriodicTask] = []
+        super().__init__(settings)
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()
+
+    def _enqueuer(self) -> App:
+        return self
 
     # ---- wiring ----------------------------------------------------------------------
 
@@ -103,130 +105,6 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # ---- tasks -----------------------------------------------------------------------
-
-    @overload
-    def task(self, fn: F, /) -> Task[Any, Any]: ...
-
-    @overload
-    def task(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        queue: str | None = None,
-        retry: RetryPolicy | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        stages: Sequence[str] = (),
-        timeout: float | None = None,
-        classifier: Classifier | None = None,
-        pass_context: bool = False,
-    ) -> Callable[[F], Task[Any, Any]]: ...
-
-    def task(
-        self,
-        fn: F | None = None,
-        /,
-        *,
-        name: str | None = None,
-        queue: str | None = None,
-        retry: RetryPolicy | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        stages: Sequence[str] = (),
-        timeout: float | None = None,
-        classifier: Classifier | None = None,
-        pass_context: bool = False,
-    ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
-        """Register a task, e.g. ``@app.task(queue="images", retry=Fixed([60]))``."""
-
-        def register(func: F) -> Task[Any, Any]:
-            task_name = name or func.__name__
-            if task_name in self.tasks:
-                raise ConfigurationError(
-                    f"task {task_name!r} is registered twice; give one of them name=..."
-                )
-            attempts = (
-                max_attempts if max_attempts is not None else self.settings.default_max_attempts
-            )
-            if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-                raise ConfigurationError(f"task {task_name!r}: max_attempts must be an int >= 1")
-            task_queue = validate_queue(queue or self.settings.default_queue)
-            task: Task[Any, Any] = Task(
-                app=self,
-                name=task_name,
-                fn=func,
-                queue=task_queue,
-                retry=retry or DEFAULT_POLICY,
-                max_attempts=attempts,
-                priority=priority,
-                stages=tuple(stages),
-                timeout=timeout,
-                classifier=classifier,
-                pass_context=pass_context,
-            )
-            self.tasks[task_name] = task
-            return task
-
-        return register(fn) if fn is not None else register
-
-    def periodic(
-        self,
-        cron: str,
-        *,
-        name: str | None = None,
-        args: dict[str, Any] | None = None,
-        queue: str | None = None,
-        catchup: float = 60.0,
-        **task_options: Any,
-    ) -> Callable[[F | Task[Any, Any]], Task[Any, Any]]:
-        """Enqueue a task at every tick of ``cron`` (UTC), exactly once per tick however many
-        workers run: ``@app.periodic(cron="*/5 * * * *")``.
-
-        Decorates a function (registered as a task with ``task_options``) or an existing
-        ``Task``. Six fields put seconds last (``"* * * * * */10"``). A tick missed by less
-        than ``catchup`` seconds (every worker down) is still enqueued when one comes back.
-        """
-
-        def register(target: F | Task[Any, Any]) -> Task[Any, Any]:
-            if isinstance(target, Task) and task_options:
-                raise ConfigurationError(
-                    f"periodic({cron!r}) got task options {sorted(task_options)} for the "
-                    f"existing task {target.name!r}; give them to @app.task instead"
-                )
-            task_name = (
-                target.name
-                if isinstance(target, Task)
-                else task_options.get("name") or target.__name__
-            )
-            schedule = PeriodicTask(  # validates the cron before anything is registered
-                name=name or task_name,
-                task=task_name,
-                cron=cron,
-                args=dict(args or {}),
-                queue=validate_queue(queue) if queue else None,
-                catchup=catchup,
-            )
-            if any(p.name == schedule.name for p in self.periodic_tasks):
-                raise ConfigurationError(
-                    f"periodic schedule {schedule.name!r} is registered twice; give one of "
-                    "them name=..."
-                )
-            task = target if isinstance(target, Task) else self.task(target, **task_options)
-            self.periodic_tasks.append(schedule)
-            return task
-
-        return register
-
-    def _resolve(self, task: str | Task[Any, Any]) -> tuple[str, Task[Any, Any] | None]:
-        if isinstance(task, Task):
-            return task.name, task
-        if not isinstance(task, str):
-            raise ValidationError(f"task must be a task name or a Task, got {type(task).__name__}")
-        return task, self.tasks.get(task)
 
     # ---- enqueue ---------------------------------------------------------------------
 

@@ -8,10 +8,9 @@ driver is chosen.
 
 from __future__ import annotations
 
-from .api import ApiKey, ApiQueries, AttemptBucket
+from .api import ApiKey, AttemptBucket
 from .base import Capabilities, FinishRequest, NewJob
-from .jobs import JobQueries
-from .runtime import RuntimeQueries
+from .driver import Driver
 from .sql import Executor
 
 __all__ = [
@@ -24,10 +23,6 @@ __all__ = [
     "NewJob",
     "open_driver",
 ]
-
-
-class Driver(JobQueries, RuntimeQueries, ApiQueries):
-    """One database: connections and every named operation durq runs on it."""
 
 
 def open_driver(

@@ -25,45 +25,22 @@ import signal
 import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-import pydantic
-
-from .. import states
-from .._drivers import Driver, FinishRequest
 from .._engine import pipeline
 from .._engine.identity import default_worker_id
-from .._engine.policy import unwritable
-from .._engine.schedule import PeriodicTask
-from .._engine.validate import validate_queue
 from .._maintenance.loop import Maintenance
-from ..errors import ConfigurationError, LeaseLost, ValidationError
-from ..settings import Settings
-from ..task import Task
-from ..types import Job
-from .completer import Completer, Written
+from ..errors import ConfigurationError
+from .completer import Completer
+from .config import TaskThreads, WorkerApp, resolve_queues, worker_settings
+from .executor import Executor
 from .heartbeater import Heartbeater
-from .inflight import InFlight, InFlightJobs, Phase
+from .inflight import InFlightJobs
 from .notifier import Notifier
 from .producer import Producer
 
-
-class WorkerApp(Protocol):
-    """What a worker needs from ``durq.App``: its database, tasks and schedules."""
-
-    @property
-    def driver(self) -> Driver: ...
-
-    settings: Settings
-    tasks: dict[str, Task[Any, Any]]
-    periodic_tasks: list[PeriodicTask]
-
-    def enqueue_tick(self, schedule: PeriodicTask, tick: datetime) -> tuple[Job, bool]: ...
-
-
-__all__ = ["Worker", "resolve_queues", "worker_settings"]
+__all__ = ["Worker"]
 
 log = logging.getLogger("durq.worker")
 logging.getLogger("durq").addHandler(logging.NullHandler())  # a library stays quiet by default
@@ -75,69 +52,6 @@ T = TypeVar("T")
 SPARE_TASK_THREADS = 4
 #: How long shutdown waits for the last outcomes to be written.
 FLUSH_TIMEOUT = 15.0
-
-
-def worker_settings(settings: Settings, overrides: dict[str, Any]) -> Settings:
-    """``settings`` with ``overrides`` applied and validated like ``DURQ_*`` values
-    (so ``poll_interval=0`` becomes 0.1 here too)."""
-    values = settings.model_dump() | {k: v for k, v in overrides.items() if v is not None}
-    try:
-        checked = Settings(**values)
-    except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigurationError(f"invalid worker settings: {problems}") from None
-    if checked.heartbeat_seconds >= checked.lease_seconds:
-        raise ConfigurationError(
-            f"heartbeat_seconds ({checked.heartbeat_seconds:g}) must be shorter than "
-            f"lease_seconds ({checked.lease_seconds:g}), or leases expire between heartbeats; "
-            "e.g. --lease-seconds 30 --heartbeat-seconds 10"
-        )
-    return checked
-
-
-def resolve_queues(app: WorkerApp, queues: str | Sequence[str] | None = None) -> list[str]:
-    """The queues to work: as given; else ``DURQ_QUEUES`` if set; else every queue the
-    App's tasks and periodic schedules use (``default_queue`` if it has none)."""
-    if queues is None and "queues" in app.settings.model_fields_set:
-        queues = app.settings.queues
-    if queues is None:
-        names = {t.queue for t in app.tasks.values()}
-        names |= {p.queue for p in app.periodic_tasks if p.queue}
-        found = sorted(names) or [app.settings.default_queue]
-    else:
-        items = queues.split(",") if isinstance(queues, str) else list(queues)
-        found = list(dict.fromkeys(q.strip() for q in items if q.strip()))
-    if not found:
-        raise ConfigurationError("no queues to work: give --queues a,b (or DURQ_QUEUES)")
-    try:
-        return [validate_queue(q) for q in found]
-    except ValidationError as exc:
-        raise ConfigurationError(str(exc)) from None
-
-
-class TaskThreads(concurrent.futures.ThreadPoolExecutor):
-    """The thread pool for sync tasks; knows how many are running right now."""
-
-    def __init__(self, max_workers: int) -> None:
-        super().__init__(max_workers=max_workers, thread_name_prefix="durq-task")
-        self.busy = 0
-        self._busy_lock = threading.Lock()
-
-    def submit(
-        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[T]:
-        def counted() -> T:
-            with self._busy_lock:
-                self.busy += 1
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                with self._busy_lock:
-                    self.busy -= 1
-
-        return super().submit(counted)
 
 
 class Worker:
@@ -187,8 +101,7 @@ class Worker:
             },
         )
         self.driver = driver = app.driver
-        self.tasks: Mapping[str, Task[Any, Any]] = app.tasks
-        self.runtime = pipeline.Runtime(driver, app.tasks, s.lease_seconds)
+        runtime = pipeline.Runtime(driver, app.tasks, s.lease_seconds)
         self.max_jobs = 1 if once else max_jobs
         self.once = once
         self.worker_id = worker_id or default_worker_id()
@@ -199,9 +112,6 @@ class Worker:
         #: Set when :meth:`run` has returned.
         self.finished = threading.Event()
         self.exit_code: int | None = None
-        self.outcomes: Counter[str] = Counter()
-        self.released = 0
-        self.lost = 0
         #: Sync-task threads still running when the worker returned (see the CLI's exit).
         self.abandoned_threads = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -212,7 +122,11 @@ class Worker:
         self._db_pool = concurrent.futures.ThreadPoolExecutor(6, thread_name_prefix="durq-db")
         self._task_pool = TaskThreads(s.concurrency + SPARE_TASK_THREADS)
         self.inflight = InFlightJobs(s.concurrency)
-        self.completer = Completer(driver, db=self._db, on_written=self._on_written)
+        self.executor = Executor(
+            runtime, worker_id=self.worker_id, inflight=self.inflight, pool=self._task_pool
+        )
+        self.completer = Completer(driver, db=self._db, on_written=self.executor.on_written)
+        self.executor.completer = self.completer
         self.heartbeater = Heartbeater(
             driver,
             worker_id=self.worker_id,
@@ -221,15 +135,15 @@ class Worker:
             lease_seconds=s.lease_seconds,
             heartbeat_seconds=s.heartbeat_seconds,
             processed=lambda: self.completer.written,
-            on_lost=self._on_lost,
-            on_cancel=self._on_cancel,
+            on_lost=self.executor.on_lost,
+            on_cancel=self.executor.on_cancel,
         )
         self.producer = Producer(
             driver,
             queues=self.queues,
             worker_id=self.worker_id,
             inflight=self.inflight,
-            start_job=self._start_job,
+            start_job=self.executor.start_job,
             db=self._db,
             poll_interval=s.poll_interval,
             lease_seconds=s.lease_seconds,
@@ -270,6 +184,20 @@ class Worker:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: nothing left to stop
             loop.call_soon_threadsafe(self._begin_stop)
+
+    @property
+    def outcomes(self) -> Counter[str]:
+        """Outcomes written, by the state they left the job in."""
+        return self.executor.outcomes
+
+    @property
+    def released(self) -> int:
+        return self.executor.released
+
+    @property
+    def lost(self) -> int:
+        """Jobs abandoned because their lease was lost."""
+        return self.executor.lost
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -322,7 +250,7 @@ class Worker:
         except Exception:
             log.exception("worker %s failed; releasing its jobs", self.worker_id)
             code = 1
-            self._release_all()
+            self.executor.release_all()
         finally:
             if not await self.completer.stop(self.flush_timeout):
                 code = 1  # outcomes were lost: the supervisor or operator must know
@@ -370,122 +298,6 @@ class Worker:
     def _mark_stopped(self) -> None:
         with self.driver.transaction() as ex:
             self.driver.worker_stop(ex, self.worker_id, self.completer.written)
-
-    # ---- jobs --------------------------------------------------------------------------
-
-    def _start_job(self, job: Job) -> None:
-        entry = self.inflight.add(job)
-        assert self._loop is not None
-        entry.task = self._loop.create_task(self._execute(entry), name=f"durq-job-{job.id}")
-
-    async def _execute(self, entry: InFlight) -> None:
-        job = entry.job
-        try:
-            execution = await pipeline.run_async(self.runtime, job, self.worker_id, self._task_pool)
-        except asyncio.CancelledError:
-            if entry.phase is Phase.RUNNING and entry.cancel_requested:
-                self._finish(entry, self._request(entry, states.cancel_running()))
-            return  # released or abandoned: that path owns the job now
-        except BaseException as exc:  # SystemExit and the like, raised by a task
-            task = self.tasks.get(job.task)
-            execution = pipeline.Execution(job, task, exc, entry.runtime_ms, None)
-        if entry.phase is not Phase.RUNNING:
-            return  # released or abandoned while it ran: its outcome is not ours to write
-        try:
-            req = pipeline.conclude(execution, self.worker_id)
-        except Exception as exc:  # conclude() guards its rule; this is the last line
-            log.exception("job %s (%s): could not conclude its attempt", job.id, job.task)
-            req = self._request(entry, unwritable(f"{type(exc).__name__}: {exc}"))
-        if req is None:  # the task itself hit LeaseLost through its context
-            self._abandon(entry, "the task's own fenced write found the lease lost")
-            return
-        self._finish(entry, req)
-
-    def _request(self, entry: InFlight, change: states.Change) -> FinishRequest:
-        job = entry.job
-        return FinishRequest(job.id, job.claim_version, self.worker_id, change, entry.runtime_ms)
-
-    def _finish(self, entry: InFlight, req: FinishRequest) -> None:
-        self.inflight.set_phase(entry, Phase.FINISHING)
-        self.completer.submit(entry, req)
-
-    def _release(self, entry: InFlight) -> None:
-        self.inflight.set_phase(entry, Phase.RELEASING)
-        if entry.task is not None:
-            entry.task.cancel()  # an async task stops here; a sync thread runs on, ignored
-        self.completer.submit(entry, self._request(entry, states.release()))
-
-    def _abandon(self, entry: InFlight, why: str) -> None:
-        self.inflight.set_phase(entry, Phase.ABANDONED)
-        self.lost += 1
-        self.inflight.remove(entry)
-        log.warning(
-            "job %s (%s): lease lost (%s); abandoning it without writing anything. If this "
-            "happens often, raise lease_seconds or heartbeat more often",
-            entry.job.id,
-            entry.job.task,
-            why,
-        )
-
-    def _on_written(self, entry: InFlight, req: FinishRequest, result: Written) -> None:
-        self.inflight.remove(entry)
-        job = entry.job
-        if isinstance(result, LeaseLost):
-            self.lost += 1
-            log.warning(
-                "job %s (%s): lease lost before its outcome was written; another owner has "
-                "it now, nothing was written",
-                job.id,
-                job.task,
-            )
-            return
-        if result is None:
-            return
-        self.outcomes[str(result.state)] += 1
-        if entry.phase is Phase.RELEASING:
-            self.released += 1
-            log.info(
-                "job %s (%s): released to %s, attempt not spent", job.id, job.task, result.state
-            )
-        elif result.state == "succeeded":
-            log.info("job %s (%s) succeeded in %d ms", job.id, job.task, req.runtime_ms or 0)
-        else:
-            log.info(
-                "job %s (%s) attempt %d/%d: %s: %s → %s%s",
-                job.id,
-                job.task,
-                job.attempt,
-                job.max_attempts,
-                result.last_error_code,
-                result.last_error,
-                result.state,
-                f" (next attempt at {result.run_at.isoformat(timespec='seconds')})"
-                if result.state in ("retry_wait", "queued")
-                else "",
-            )
-
-    def _on_lost(self, entry: InFlight) -> None:
-        if entry.phase is not Phase.RUNNING:
-            return  # a queued outcome or release decides for itself, fenced
-        if entry.task is not None:
-            entry.task.cancel()
-        self._abandon(entry, "a heartbeat found another owner, or the job is no longer running")
-
-    def _on_cancel(self, entry: InFlight) -> None:
-        if entry.phase is not Phase.RUNNING or entry.cancel_requested:
-            return
-        entry.cancel_requested = True
-        task = self.tasks.get(entry.job.task)
-        if task is not None and task.is_async and entry.task is not None:
-            log.info("job %s (%s): cancel requested; stopping it", entry.job.id, entry.job.task)
-            entry.task.cancel()
-        else:
-            log.info(
-                "job %s (%s): cancel requested; a sync task cannot be interrupted, so it is "
-                "cancelled when its function returns",
-                entry.job.id,
-                entry.job.task,
-            )
 
     # ---- stopping ----------------------------------------------------------------------
 
@@ -545,19 +357,7 @@ class Worker:
             await self.inflight.changed.wait(left)
             if stop_pending and self._stop_requested_at is not None:
                 continue  # a stop arrived: the timeout starts counting now
-        self._release_all()
-
-    def _release_all(self) -> None:
-        """Release every job still running (the completer writes them on stop)."""
-        leftovers = self.inflight.running()
-        if leftovers:
-            log.info(
-                "shutdown timeout passed: releasing %d unfinished job(s) back to queued "
-                "without spending their attempt",
-                len(leftovers),
-            )
-        for entry in leftovers:
-            self._release(entry)
+        self.executor.release_all()
 
     async def _shutdown_parts(self) -> None:
         self.notifier.stop()

@@ -12,18 +12,18 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 import structlog
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimit", "RequestContext", "current_request_id"]
+from .errors import error_response
+from .request_id import request_id_var
+
+__all__ = ["BodyLimit", "RequestContext"]
 
 log = structlog.get_logger("durq.api")
-
-_request_id: ContextVar[str | None] = ContextVar("durq_request_id", default=None)
 
 # Echo a client's id only when it is safe to put in headers and logs.
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:/+=\-]{1,128}$")
@@ -31,10 +31,6 @@ _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:/+=\-]{1,128}$")
 UNMATCHED_ROUTE = "unmatched"
 
 OnFinish = Callable[[str, str, int, float], None]
-
-
-def current_request_id() -> str | None:
-    return _request_id.get()
 
 
 def route_template(scope: Scope, before: Any, static_paths: frozenset[str]) -> str:
@@ -71,7 +67,7 @@ class RequestContext:
         request_id = incoming if _REQUEST_ID_RE.match(incoming) else uuid.uuid4().hex
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
-        token = _request_id.set(request_id)
+        token = request_id_var.set(request_id)
         log_tokens = structlog.contextvars.bind_contextvars(request_id=request_id)
         route_before = scope.get("route")
         status = 500
@@ -92,8 +88,6 @@ class RequestContext:
             log.exception("unhandled_error", method=scope["method"], path=scope["path"])
             if started:
                 raise
-            from .errors import error_response
-
             response = error_response(
                 500,
                 "E_INTERNAL",
@@ -115,7 +109,7 @@ class RequestContext:
                 key_id=state.get("key_id"),
             )
             structlog.contextvars.reset_contextvars(**log_tokens)
-            _request_id.reset(token)
+            request_id_var.reset(token)
 
 
 class BodyLimit:
@@ -177,8 +171,6 @@ class BodyLimit:
     async def _reject(
         self, scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str
     ) -> None:
-        from .errors import error_response
-
         await error_response(status, code, message)(scope, receive, send)
 
 

@@ -48,7 +48,7 @@ from ..errors import (
     UnknownTask,
     ValidationError,
 )
-from .context import current_request_id
+from .request_id import current_request_id
 
 __all__ = ["ApiError", "error_response", "install_error_handlers"]
 

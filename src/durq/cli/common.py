@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -15,8 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..app import App
-from ..errors import DurqError
+from ..errors import ConfigurationError, DurqError
 from ..settings import Settings
+from .loading import import_app
 
 __all__ = ["EXIT_FAILURE", "EXIT_USAGE", "console", "fail", "load_app", "print_json", "table"]
 
@@ -50,27 +50,11 @@ def load_app(spec: str | None, database_url: str | None = None) -> App:
 def _find_app(spec: str | None, database_url: str | None) -> App:
     if spec is None:
         return App(database_url) if database_url else App()
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        fail(
-            f"--app must look like module:attribute (e.g. myproj.jobs:app), got {spec!r}",
-            EXIT_USAGE,
-        )
-    sys.path.insert(0, "")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        fail(f"cannot import {module_name!r} for --app: {exc}. Is it on PYTHONPATH?", EXIT_USAGE)
-    app = getattr(module, attr, None)
-    if callable(app) and not isinstance(app, App):
-        app = app()
-    if not isinstance(app, App):
-        fail(f"{spec} is not a durq.App (got {type(app).__name__})", EXIT_USAGE)
-    assert isinstance(app, App)
-    if database_url:
-        app.settings = app.settings.model_copy(update={"database_url": database_url})
-        app.close()
-    return app
+        return import_app(spec, database_url)
+    except ConfigurationError as exc:
+        fail(str(exc), EXIT_USAGE)
+        raise  # fail() exits; this keeps the type checker informed
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import typer
@@ -158,8 +158,6 @@ def requeue(
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    from datetime import UTC
-
     if value is None:
         return None
     return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from ..demo import run_demo
 from .bench import bench
 from .common import AppOption, UrlOption, durq_errors, load_app
 from .enqueue import enqueue
@@ -55,8 +56,6 @@ def demo(
     ),
 ) -> None:
     """Run durq's main job end to end on SQLite: enqueue a realistic mix, work it, report."""
-    from ..demo import run_demo
-
     with durq_errors():
         run_demo(database_url, jobs)
 

@@ -9,9 +9,10 @@ from typing import Any
 import typer
 
 from .._worker.runner import Worker
-from .._worker.supervisor import configure_logging, import_app, supervise
 from ..errors import ConfigurationError, DurqError
 from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, fail
+from .loading import import_app
+from .supervisor import configure_logging, supervise
 
 __all__ = ["worker"]
 

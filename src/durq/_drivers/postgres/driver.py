@@ -18,8 +18,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
 from ...types import Finished, Job
-from .. import Driver
 from ..base import Capabilities, FinishRequest, NewJob
+from ..driver import Driver
 from ..rows import json_param
 from ..sql import Executor, Queries, migrations_in
 

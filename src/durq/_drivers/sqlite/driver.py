@@ -16,8 +16,8 @@ from typing import Any
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...types import Finished, Job, nearest_rank
-from .. import Driver
 from ..base import Capabilities, FinishRequest
+from ..driver import Driver
 from ..rows import json_param
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
 

@@ -2,64 +2,27 @@
 
 Children are started with ``spawn``, never ``fork``: a forked child would share the
 parent's database connections. Each child imports the App from its ``module:attribute``
-spec and runs one :class:`~durq._worker.runner.Worker`.
+spec and runs one :class:`durq.Worker`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import inspect
 import logging
 import multiprocessing
 import os
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._worker.runner import Worker
 from ..errors import ConfigurationError, DurqError
-from .runner import Worker
+from .loading import import_app
 
-if TYPE_CHECKING:
-    from ..app import App
-
-__all__ = ["configure_logging", "import_app", "supervise"]
+__all__ = ["configure_logging", "supervise"]
 
 log = logging.getLogger("durq.worker")
-
-
-def import_app(spec: str) -> App:
-    """``module:attribute`` → the App it names (a callable returning an App also works)."""
-    from ..app import App
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(
-            f"the app must be given as module:attribute (e.g. myproj.jobs:app), got {spec!r}"
-        )
-    if "" not in sys.path:
-        sys.path.insert(0, "")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"cannot import {module_name!r} for the app: {exc}. Is it on PYTHONPATH?"
-        ) from exc
-    app = getattr(module, attr, None)
-    if callable(app) and not isinstance(app, App) and _takes_no_arguments(app):
-        app = app()  # a factory: ``myproj.jobs:create_app``
-    if not isinstance(app, App):
-        raise ConfigurationError(f"{spec} is not a durq.App (got {type(app).__name__})")
-    return app
-
-
-def _takes_no_arguments(fn: Any) -> bool:
-    try:
-        inspect.signature(fn).bind()
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -83,10 +46,7 @@ def _child_main(
     configure_logging(options.pop("log_level", "INFO"))
     code = 1
     try:
-        app = import_app(app_spec)
-        if database_url:
-            app.settings = app.settings.model_copy(update={"database_url": database_url})
-            app.close()
+        app = import_app(app_spec, database_url)
         worker = Worker(app, parent_pid=parent_pid, **options)
         if early:
             worker.request_stop()
