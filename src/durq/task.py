@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
@@ -156,7 +156,3 @@ def call_task(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> An
     if task.pass_context:
         return task.fn(ctx, **args)
     return task.fn(**args)
-
-
-def stage_list(stages: Sequence[str] | None) -> tuple[str, ...]:
-    return tuple(stages or ())

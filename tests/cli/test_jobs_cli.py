@@ -96,7 +96,7 @@ def test_jobs_list_show_cancel_requeue_json(db_url: str) -> None:
         cli, ["jobs", "requeue", str(dead.id), "--json", "--database-url", db_url]
     )
     body = json.loads(requeued.stdout)
-    assert (body["state"], body["attempt"], body["idempotent"]) == ("queued", 0, False)
+    assert (body["state"], body["attempts"], body["idempotent"]) == ("queued", 0, False)
     table = runner.invoke(cli, ["jobs", "list", "--database-url", db_url])
     assert table.exit_code == 0 and "job(s)" in table.stdout
     app.close()

@@ -18,7 +18,16 @@ from pydantic import (
     StrictStr,
 )
 
-from ..types import QUEUE_NAME_RE, JobState
+from ..types import QUEUE_NAME_RE
+from ..wire import (
+    ArtifactOut,
+    AttemptOut,
+    JobOut,
+    KeyOut,
+    QueueOut,
+    RequeueOut,
+    WorkerOut,
+)
 
 __all__ = [
     "ArtifactOut",
@@ -153,69 +162,6 @@ class JobIn(StrictBody):
     )
 
 
-class JobOut(BaseModel):
-    id: int
-    queue: str
-    task: str
-    args: dict[str, Any]
-    state: JobState
-    stage: str | None
-    attempt: int
-    max_attempts: int
-    claim_version: int
-    worker_id: str | None
-    priority: int
-    run_at: datetime
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
-    lease_expires_at: datetime | None
-    cancel_requested: bool
-    created_by: str | None
-    last_error_code: str | None
-    last_error: str | None
-    result: Any = None
-
-
-class AttemptOut(BaseModel):
-    job_id: int
-    attempt: int
-    claim_version: int
-    worker_id: str | None
-    started_at: datetime | None
-    finished_at: datetime
-    runtime_ms: int | None
-    outcome: str
-    error_code: str | None
-    error_message: str | None
-
-
-class ArtifactOut(BaseModel):
-    job_id: int | None
-    artifact_type: str
-    ref: str | None
-    payload: Any = None
-    created_at: datetime | None
-
-
-class RequeueOut(BaseModel):
-    """Seed 000 d-012: the operator's view of the job after a requeue."""
-
-    id: int
-    queue: str
-    task: str
-    state: JobState
-    attempts: int
-    max_attempts: int
-    last_error_code: str | None
-    updated_at: datetime
-    finished_at: datetime | None
-    idempotent: bool = Field(description="true when the job was running and left alone")
-    enqueue_dispatched: bool = Field(
-        description="true when the job was made ready and idle workers were woken"
-    )
-
-
 class InternalRequeueIn(StrictBody):
     job_id: JobId
 
@@ -223,35 +169,9 @@ class InternalRequeueIn(StrictBody):
 # ---- queues and workers ---------------------------------------------------------------
 
 
-class QueueOut(BaseModel):
-    name: str
-    counts: dict[str, int]
-    ready: int
-    oldest_age_seconds: float | None
-    p95_age_seconds: float | None
-    paused: bool
-    degraded: bool
-
-
 class QueueStateOut(BaseModel):
     name: str
     paused: bool
-
-
-class WorkerOut(BaseModel):
-    id: str
-    hostname: str
-    pid: int
-    queues: list[str]
-    concurrency: int
-    started_at: datetime
-    heartbeat_at: datetime
-    stopped_at: datetime | None
-    alive: bool
-    status: Literal["alive", "stopped", "dead"]
-    running: int = Field(description="Jobs it holds now")
-    processed: int = Field(description="Outcomes it wrote since it started")
-    heartbeat_seconds: float
 
 
 # ---- keys and identity ----------------------------------------------------------------
@@ -260,15 +180,6 @@ class WorkerOut(BaseModel):
 class KeyIn(StrictBody):
     owner: Annotated[Text, Field(min_length=1, max_length=128, examples=["billing"])]
     role: Annotated[Text, Field(min_length=1, max_length=64, examples=["producer"])]
-
-
-class KeyOut(BaseModel):
-    id: str
-    owner: str
-    role: str
-    created_at: datetime | None
-    last_used_at: datetime | None
-    disabled_at: datetime | None
 
 
 class KeyCreatedOut(KeyOut):

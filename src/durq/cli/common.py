@@ -15,7 +15,6 @@ from rich.table import Table
 
 from ..app import App
 from ..errors import ConfigurationError, DurqError
-from ..settings import Settings
 from .loading import import_app
 
 __all__ = ["EXIT_FAILURE", "EXIT_USAGE", "console", "fail", "load_app", "print_json", "table"]
@@ -82,10 +81,6 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     for row in rows:
         t.add_row(*["" if v is None else str(v) for v in row])
     console.print(t)
-
-
-def settings_from_env() -> Settings:
-    return Settings()
 
 
 Command = Callable[..., None]

@@ -7,34 +7,15 @@ from typing import Any
 
 import typer
 
+from ..types import Job
+from ..wire import ArtifactOut, AttemptOut, JobOut, dump, requeue_view
 from .common import AppOption, JsonOption, UrlOption, durq_errors, load_app, print_json, table
 
 jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
 
-JOB_FIELDS = (
-    "id",
-    "queue",
-    "task",
-    "state",
-    "stage",
-    "attempt",
-    "max_attempts",
-    "claim_version",
-    "worker_id",
-    "priority",
-    "run_at",
-    "created_at",
-    "updated_at",
-    "finished_at",
-    "last_error_code",
-    "last_error",
-    "result",
-)
 
-
-def job_json(job: Any) -> dict[str, Any]:
-    data = job.to_dict()
-    return {k: data[k] for k in JOB_FIELDS} | {"args": data["args"]}
+def job_json(job: Job) -> dict[str, Any]:
+    return dump(JobOut, job)
 
 
 @jobs_app.command("list")
@@ -100,8 +81,8 @@ def show(
         print_json(
             job_json(job)
             | {
-                "attempts": [a.to_dict() for a in attempts],
-                "artifacts": [a.to_dict() for a in artifacts],
+                "attempts": [dump(AttemptOut, a) for a in attempts],
+                "artifacts": [dump(ArtifactOut, a) for a in artifacts],
             }
         )
         return
@@ -150,7 +131,7 @@ def requeue(
     with durq_errors():
         res = app.requeue(job_id)
     if as_json:
-        print_json(job_json(res.job) | {"idempotent": res.idempotent})
+        print_json(requeue_view(res))
     elif res.idempotent:
         typer.echo(f"job {res.job.id} is running; left as it is (idempotent no-op)")
     else:

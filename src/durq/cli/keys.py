@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..errors import ValidationError
+from ..wire import KeyOut, dump
 from .common import (
     EXIT_USAGE,
     AppOption,
@@ -70,7 +71,7 @@ def list_keys(
     with durq_errors():
         keys = service.list_keys(limit=limit)
     if as_json:
-        print_json([k.to_dict() for k in keys])
+        print_json([dump(KeyOut, k) for k in keys])
         return
     table(
         f"{len(keys)} key(s)",

@@ -8,6 +8,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from ..wire import dump_queues
 from .common import (
     AppOption,
     JsonOption,
@@ -46,7 +47,7 @@ def show(
         stats = app.queue_stats()
     app.close()
     if as_json:
-        print_json(stats)
+        print_json(dump_queues(stats))
         return
     grid = Table(
         box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=f"{len(stats)} queue(s)"

@@ -8,6 +8,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from ..wire import WorkerOut, dump
 from .common import (
     AppOption,
     JsonOption,
@@ -41,7 +42,7 @@ def workers(
     if alive:
         found = [w for w in found if w.alive]
     if as_json:
-        print_json([w.to_dict() for w in found])
+        print_json([dump(WorkerOut, w) for w in found])
         return
     now = datetime.now(UTC)
     grid = Table(

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import JobNotFound
 from ...types import TERMINAL_STATES, Job, JobState
+from ...wire import requeue_view
 from ..auth import Principal, require
 from ..errors import ApiError
 from ..pagination import decode_job_cursor, encode_cursor
@@ -252,18 +253,7 @@ def requeue_job(service: Service, job_id: int) -> dict[str, Any]:
     error and finish time reset; ``enqueue_dispatched`` says whether idle workers were
     woken (a notification sent, or a worker in this process)."""
     result = service.app.requeue(job_id)
-    job = result.job
-    log.info("job_requeue", job_id=job_id, idempotent=result.idempotent, state=str(job.state))
-    return {
-        "id": job.id,
-        "queue": job.queue,
-        "task": job.task,
-        "state": str(job.state),
-        "attempts": job.attempt,
-        "max_attempts": job.max_attempts,
-        "last_error_code": job.last_error_code,
-        "updated_at": job.updated_at.isoformat(),
-        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
-        "idempotent": result.idempotent,
-        "enqueue_dispatched": result.woke_workers,
-    }
+    log.info(
+        "job_requeue", job_id=job_id, idempotent=result.idempotent, state=str(result.job.state)
+    )
+    return requeue_view(result)

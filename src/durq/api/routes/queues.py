@@ -8,6 +8,7 @@ import structlog
 from fastapi import APIRouter, Depends, Path, Query
 
 from ...types import QUEUE_NAME_RE
+from ...wire import dump_queues
 from ..auth import Principal, require
 from ..schemas import Data, QueueOut, QueueStateOut, WorkerOut
 from ..service import Service, get_service
@@ -31,9 +32,7 @@ QueuePath = Annotated[str, Path(pattern=QUEUE_NAME_RE.pattern, description="Queu
 def list_queues(
     service: ServiceDep, principal: Annotated[Principal, Depends(require("read"))]
 ) -> dict[str, Any]:
-    stats = service.app.queue_stats()
-    names = sorted(stats)[: service.page_cap]
-    return {"data": [{"name": name, **stats[name]} for name in names]}
+    return {"data": dump_queues(service.app.queue_stats())[: service.page_cap]}
 
 
 def _set_paused(service: Service, name: str, paused: bool) -> dict[str, Any]:
