@@ -23,6 +23,9 @@ from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations
 
 __all__ = ["Capabilities", "DriverCore", "FinishRequest", "Listener", "NewJob"]
 
+#: Named blocks whose SQL is the same in every dialect.
+SHARED_SQL = Path(__file__).parent / "shared"
+
 
 class Listener(Protocol):
     """A connection that receives job notifications (``capabilities.listen_notify``)."""
@@ -81,7 +84,7 @@ class DriverCore(ABC):
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.queries = load_queries(self.folder)
+        self.queries = load_queries(self.folder, SHARED_SQL)
 
     # ---- connections -----------------------------------------------------------------
 

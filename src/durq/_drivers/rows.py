@@ -9,15 +9,31 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..types import Artifact, Attempt, Finished, Job, JobState, WorkerInfo
-from .base import DriverCore, NewJob
+from .base import DriverCore, FinishRequest, NewJob
 
-__all__ = ["JOB_FIELDS", "RowCodec", "epoch", "json_in", "json_param"]
+__all__ = ["JOB_FIELDS", "RowCodec", "epoch", "finish_row", "json_in", "json_param"]
 
 #: ``Job``'s fields, in the order of every dialect's ``{job_columns}`` block.
 JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Job))
 #: A batch of requests as one JSON parameter (the worker's batched writes, both dialects).
 json_param = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _STATES: dict[str, JobState] = {str(state): state for state in JobState}
+
+
+def finish_row(req: FinishRequest) -> list[Any]:
+    """The leading columns of one outcome in a batched finish, in both dialects' order:
+    id, claim_version, to_state, refund, bump, delay, error_code, error_message."""
+    c = req.change
+    return [
+        req.job_id,
+        req.claim_version,
+        str(c.to_state),
+        1 if c.refund_attempt else 0,
+        1 if c.bump_version else 0,
+        c.delay,
+        c.error_code,
+        c.error_message,
+    ]
 
 
 def json_in(value: Any) -> Any:

@@ -31,9 +31,11 @@ class Queries:
         return self.named[name]
 
 
-def load_queries(directory: Path) -> Queries:
+def load_queries(*directories: Path) -> Queries:
+    """Every named block of ``directories`` (a dialect's own and the shared ones); a name
+    defined twice is an error, so a dialect never silently shadows a shared block."""
     blocks: dict[str, str] = {}
-    for path in sorted(directory.glob("*.sql")):
+    for path in sorted(p for directory in directories for p in directory.glob("*.sql")):
         text = path.read_text()
         matches = list(_NAME_RE.finditer(text))
         for i, match in enumerate(matches):

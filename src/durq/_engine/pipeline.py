@@ -53,13 +53,20 @@ class Execution:
     ctx: JobContext | None
 
 
-def _unknown(runtime: Runtime, job: Job) -> Execution:
-    signal = Retry(
-        code="unknown_task",
-        message=f"no task named {job.task!r} is registered in this worker's App; "
-        f"known: {sorted(runtime.tasks)[:20]}. Deploy a worker that defines it",
-    )
-    return Execution(job, None, signal, 0, None)
+def _prepare(
+    runtime: Runtime, job: Job, worker_id: str
+) -> tuple[Task[Any, Any], JobContext] | Execution:
+    """The task and its context; an unknown task is already an outcome (retried, so a
+    worker that defines it can take the job)."""
+    task = runtime.tasks.get(job.task)
+    if task is None:
+        signal = Retry(
+            code="unknown_task",
+            message=f"no task named {job.task!r} is registered in this worker's App; "
+            f"known: {sorted(runtime.tasks)[:20]}. Deploy a worker that defines it",
+        )
+        return Execution(job, None, signal, 0, None)
+    return task, JobContext(runtime.driver, task, job, worker_id, runtime.lease_seconds)
 
 
 def _check_result(value: Any) -> Outcome:
@@ -95,10 +102,10 @@ def _has_nul(value: Any) -> bool:
 
 def run_sync(runtime: Runtime, job: Job, worker_id: str) -> Execution:
     """Run a job in this thread (an async task gets an event loop of its own)."""
-    task = runtime.tasks.get(job.task)
-    if task is None:
-        return _unknown(runtime, job)
-    ctx = JobContext(runtime.driver, task, job, worker_id, runtime.lease_seconds)
+    prepared = _prepare(runtime, job, worker_id)
+    if isinstance(prepared, Execution):
+        return prepared
+    task, ctx = prepared
     started = time.perf_counter()
     outcome: Outcome
     try:
@@ -120,10 +127,10 @@ async def run_async(
     """Run a job from the worker's event loop: async on the loop, sync in ``pool``.
 
     Cancellation (shutdown, an operator's cancel) propagates to the caller."""
-    task = runtime.tasks.get(job.task)
-    if task is None:
-        return _unknown(runtime, job)
-    ctx = JobContext(runtime.driver, task, job, worker_id, runtime.lease_seconds)
+    prepared = _prepare(runtime, job, worker_id)
+    if isinstance(prepared, Execution):
+        return prepared
+    task, ctx = prepared
     started = time.perf_counter()
     outcome: Outcome
     try:

@@ -20,7 +20,7 @@ from ...settings import redact_url
 from ...types import Finished, Job
 from ..base import Capabilities, FinishRequest, NewJob
 from ..driver import Driver
-from ..rows import json_param
+from ..rows import finish_row, json_param
 from ..sql import Executor, Queries, migrations_in
 
 __all__ = ["PostgresDriver", "PsycopgExecutor", "conninfo_from_url"]
@@ -273,22 +273,9 @@ class PostgresDriver(Driver):
     def finish_many_params(reqs: Sequence[FinishRequest]) -> dict[str, Any]:
         """``job_finish_many``'s parameters: the requests as one JSON array of rows."""
         batch = [
-            [
-                req.job_id,
-                req.claim_version,
-                str(c.to_state),
-                1 if c.refund_attempt else 0,
-                1 if c.bump_version else 0,
-                c.delay,
-                c.error_code,
-                c.error_message,
-                c.result,
-                req.worker_id,
-                req.runtime_ms,
-                c.attempt_outcome,
-            ]
+            [*finish_row(req), req.change.result, req.worker_id, req.runtime_ms, outcome]
             for req in reqs
-            for c in (req.change,)
+            for outcome in (req.change.attempt_outcome,)
         ]
         return {"batch": json_param(batch)}
 

@@ -45,28 +45,16 @@ FROM STDIN
 -- name: job_notify
 SELECT pg_notify('durq_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q
 
--- name: job_delete
-DELETE FROM durq_jobs WHERE id = :id
-
 -- name: idem_get
 SELECT job_id, args_hash, expires_at <= now() AS expired
 FROM durq_idempotency WHERE scope = :scope AND key = :key
 FOR UPDATE
-
--- name: idem_delete
-DELETE FROM durq_idempotency WHERE scope = :scope AND key = :key
 
 -- name: idem_insert
 INSERT INTO durq_idempotency (scope, key, args_hash, job_id, expires_at)
 VALUES (:scope, :key, :args_hash, :job_id, now() + make_interval(secs => CAST(:ttl AS float8)))
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id
-
--- name: job_get
-SELECT {job_columns} FROM durq_jobs WHERE id = :id
-
--- name: tombstone_get
-SELECT job_id FROM durq_tombstones WHERE job_id = :id
 
 -- name: job_list
 SELECT {job_columns} FROM durq_jobs
@@ -79,6 +67,14 @@ WHERE (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
   AND (CAST(:before_id AS bigint) IS NULL OR id < CAST(:before_id AS bigint))
 ORDER BY id DESC
 LIMIT :limit
+
+-- name: claim_set
+-- What every claim writes: running under a fresh lease, a new claim_version, one more attempt.
+SET state = 'running', stage = NULL, worker_id = :worker_id,
+    attempt = attempt + 1, claim_version = claim_version + 1,
+    attempted_at = now(), heartbeat_at = now(), updated_at = now(),
+    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8)),
+    cancel_requested = false
 
 -- name: job_claim
 -- One statement: pick ready rows of one queue by priority and age, skip rows other workers
@@ -97,22 +93,14 @@ WITH next AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE durq_jobs
-SET state = 'running', stage = NULL, worker_id = :worker_id,
-    attempt = attempt + 1, claim_version = claim_version + 1,
-    attempted_at = now(), heartbeat_at = now(), updated_at = now(),
-    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8)),
-    cancel_requested = false
+{claim_set}
 WHERE id = ANY(ARRAY(SELECT id FROM next))
 RETURNING {job_columns}
 
 -- name: job_claim_id
 -- Claim one named job if it is ready (sync execution, testing helpers).
 UPDATE durq_jobs
-SET state = 'running', stage = NULL, worker_id = :worker_id,
-    attempt = attempt + 1, claim_version = claim_version + 1,
-    attempted_at = now(), heartbeat_at = now(), updated_at = now(),
-    lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS float8)),
-    cancel_requested = false
+{claim_set}
 WHERE id = :id AND state IN ('queued', 'retry_wait') AND run_at <= now()
 RETURNING {job_columns}
 
@@ -208,11 +196,6 @@ VALUES (:job_id, :artifact_type, :ref, CAST(:payload AS jsonb))
 SELECT job_id, artifact_type, ref, CAST(payload AS text) AS payload, created_at
 FROM durq_artifacts WHERE job_id = :job_id ORDER BY id
 
--- name: attempt_list
-SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
-       outcome, error_code, error_message
-FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
-
 -- name: job_heartbeat
 UPDATE durq_jobs
 SET heartbeat_at = now(),
@@ -264,9 +247,6 @@ SET state = 'queued', stage = NULL, attempt = 0, run_at = now(), finished_at = N
 WHERE id = :id AND state = ANY(CAST(:from_states AS text[]))
 RETURNING {job_columns}
 
--- name: queue_counts
-SELECT queue, state, count(*) AS n FROM durq_jobs GROUP BY queue, state
-
 -- name: queue_ready_ages
 SELECT queue,
        count(*) AS ready,
@@ -275,9 +255,6 @@ SELECT queue,
 FROM durq_jobs
 WHERE state IN ('queued', 'retry_wait') AND run_at <= now()
 GROUP BY queue
-
--- name: queue_list
-SELECT name, paused, updated_at FROM durq_queues ORDER BY name
 
 -- name: queue_set_paused
 INSERT INTO durq_queues (name, paused) VALUES (:name, :paused)

@@ -10,9 +10,6 @@ CREATE TABLE IF NOT EXISTS durq_migrations (
 -- name: migrations_lock
 SELECT pg_advisory_xact_lock(4242424242)
 
--- name: migrations_applied
-SELECT version FROM durq_migrations ORDER BY version
-
 -- name: migration_record
 INSERT INTO durq_migrations (version, name) VALUES (:version, :name)
 

@@ -56,9 +56,6 @@ SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
 WHERE durq_leaders.holder = EXCLUDED.holder OR durq_leaders.expires_at < now()
 RETURNING holder
 
--- name: leader_release
-DELETE FROM durq_leaders WHERE name = :name AND holder = :holder
-
 -- name: leader_get
 SELECT name, holder, expires_at FROM durq_leaders WHERE name = :name AND expires_at >= now()
 

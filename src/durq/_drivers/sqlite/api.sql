@@ -13,15 +13,8 @@ ON CONFLICT (key_hash) DO UPDATE
 SET owner = excluded.owner, role = excluded.role, disabled_at = NULL
 RETURNING id, owner, role, created_at, last_used_at, disabled_at
 
--- name: api_key_by_hash
-SELECT id, owner, role, key_hash, created_at, last_used_at, disabled_at
-FROM durq_api_keys WHERE key_hash = :key_hash
-
 -- name: api_key_touch
 UPDATE durq_api_keys SET last_used_at = :now WHERE id = :id
-
--- name: api_key_get
-SELECT id, owner, role, created_at, last_used_at, disabled_at FROM durq_api_keys WHERE id = :id
 
 -- name: api_key_list
 SELECT id, owner, role, created_at, last_used_at, disabled_at FROM durq_api_keys
@@ -33,15 +26,9 @@ LIMIT :limit
 UPDATE durq_api_keys SET disabled_at = COALESCE(disabled_at, :now) WHERE id = :id
 RETURNING id, owner, role, created_at, last_used_at, disabled_at
 
--- name: api_ping
-SELECT 1 AS ok
-
 -- name: api_notify_queue
 -- SQLite workers poll; nothing to wake.
 SELECT 1 AS ok
-
--- name: metrics_job_counts
-SELECT queue, task, state, count(*) AS n FROM durq_jobs GROUP BY queue, task, state
 
 -- name: metrics_attempts
 -- Attempts still stored, by job queue/task and outcome, with the runtime bucketed

@@ -18,7 +18,7 @@ from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, Schema
 from ...types import Finished, Job, nearest_rank
 from ..base import Capabilities, FinishRequest
 from ..driver import Driver
-from ..rows import json_param
+from ..rows import finish_row, json_param
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
 
 __all__ = ["SqliteDriver", "path_from_url"]
@@ -232,19 +232,9 @@ class SqliteDriver(Driver):
             return super().job_finish_many(ex, reqs)
         now = time.time()
         batch = [
-            [
-                req.job_id,
-                req.claim_version,
-                str(c.to_state),
-                1 if c.refund_attempt else 0,
-                1 if c.bump_version else 0,
-                c.delay,
-                c.error_code,
-                c.error_message,
-                None if c.result is None else json_param(c.result),
-            ]
+            [*finish_row(req), None if result is None else json_param(result)]
             for req in reqs
-            for c in (req.change,)
+            for result in (req.change.result,)
         ]
         rows = ex.run("job_finish_many", {"batch": json_param(batch), "now": now})
         by_id = {req.job_id: req for req in reqs}

@@ -15,27 +15,15 @@ VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_
         :retry_policy, :created_by, :idempotency_key, :now, :now)
 RETURNING id, run_at, created_at
 
--- name: job_delete
-DELETE FROM durq_jobs WHERE id = :id
-
 -- name: idem_get
 SELECT job_id, args_hash, expires_at <= :now AS expired
 FROM durq_idempotency WHERE scope = :scope AND key = :key
-
--- name: idem_delete
-DELETE FROM durq_idempotency WHERE scope = :scope AND key = :key
 
 -- name: idem_insert
 INSERT INTO durq_idempotency (scope, key, args_hash, job_id, created_at, expires_at)
 VALUES (:scope, :key, :args_hash, :job_id, :now, :now + :ttl)
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id
-
--- name: job_get
-SELECT {job_columns} FROM durq_jobs WHERE id = :id
-
--- name: tombstone_get
-SELECT job_id FROM durq_tombstones WHERE job_id = :id
 
 -- name: job_list
 SELECT {job_columns} FROM durq_jobs
@@ -49,13 +37,17 @@ WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
 ORDER BY id DESC
 LIMIT :limit
 
--- name: job_claim
--- One write transaction (BEGIN IMMEDIATE): pick ready rows of one queue by priority and age.
-UPDATE durq_jobs
+-- name: claim_set
+-- What every claim writes: running under a fresh lease, a new claim_version, one more attempt.
 SET state = 'running', stage = NULL, worker_id = :worker_id,
     attempt = attempt + 1, claim_version = claim_version + 1,
     attempted_at = :now, heartbeat_at = :now, updated_at = :now,
     lease_expires_at = :now + :lease_seconds, cancel_requested = 0
+
+-- name: job_claim
+-- One write transaction (BEGIN IMMEDIATE): pick ready rows of one queue by priority and age.
+UPDATE durq_jobs
+{claim_set}
 WHERE id IN (
     SELECT id FROM durq_jobs
     WHERE state IN ('queued', 'retry_wait')
@@ -69,10 +61,7 @@ RETURNING {job_columns}
 
 -- name: job_claim_id
 UPDATE durq_jobs
-SET state = 'running', stage = NULL, worker_id = :worker_id,
-    attempt = attempt + 1, claim_version = claim_version + 1,
-    attempted_at = :now, heartbeat_at = :now, updated_at = :now,
-    lease_expires_at = :now + :lease_seconds, cancel_requested = 0
+{claim_set}
 WHERE id = :id AND state IN ('queued', 'retry_wait') AND run_at <= :now
 RETURNING {job_columns}
 
@@ -153,11 +142,6 @@ VALUES (:job_id, :artifact_type, :ref, :payload, :now)
 SELECT job_id, artifact_type, ref, payload, created_at
 FROM durq_artifacts WHERE job_id = :job_id ORDER BY id
 
--- name: attempt_list
-SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
-       outcome, error_code, error_message
-FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
-
 -- name: job_heartbeat
 UPDATE durq_jobs
 SET heartbeat_at = :now, lease_expires_at = :now + :lease_seconds
@@ -198,9 +182,6 @@ SET state = 'queued', stage = NULL, attempt = 0, run_at = :now, finished_at = NU
 WHERE id = :id AND state IN (SELECT value FROM json_each(:from_states))
 RETURNING {job_columns}
 
--- name: queue_counts
-SELECT queue, state, count(*) AS n FROM durq_jobs GROUP BY queue, state
-
 -- name: queue_ready_ages
 SELECT queue, count(*) AS ready, :now - min(run_at) AS oldest_age
 FROM durq_jobs
@@ -213,9 +194,6 @@ SELECT :now - run_at AS age FROM durq_jobs
 WHERE queue = :queue AND state IN ('queued', 'retry_wait') AND run_at <= :now
 ORDER BY run_at DESC
 LIMIT 1 OFFSET :rank
-
--- name: queue_list
-SELECT name, paused, updated_at FROM durq_queues ORDER BY name
 
 -- name: queue_set_paused
 INSERT INTO durq_queues (name, paused, updated_at) VALUES (:name, :paused, :now)

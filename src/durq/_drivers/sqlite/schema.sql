@@ -10,9 +10,6 @@ CREATE TABLE IF NOT EXISTS durq_migrations (
 -- name: migrations_lock
 SELECT 1
 
--- name: migrations_applied
-SELECT version FROM durq_migrations ORDER BY version
-
 -- name: migration_record
 INSERT INTO durq_migrations (version, name, applied_at) VALUES (:version, :name, :now)
 

@@ -51,9 +51,6 @@ SET holder = excluded.holder, expires_at = excluded.expires_at
 WHERE durq_leaders.holder = excluded.holder OR durq_leaders.expires_at < :now
 RETURNING holder
 
--- name: leader_release
-DELETE FROM durq_leaders WHERE name = :name AND holder = :holder
-
 -- name: leader_get
 SELECT name, holder, expires_at FROM durq_leaders WHERE name = :name AND expires_at >= :now
 
