@@ -367,16 +367,6 @@ def test_applied_migrations_lists_what_the_database_has(driver: Driver, fresh_ur
 def test_applied_migrations_of_a_fresh_database_writes_nothing(
     driver: Driver, fresh_url: str, request: pytest.FixtureRequest
 ) -> None:
-    if driver.dialect == "postgresql":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="PostgresDriver.applied_migrations runs the migrations_table block "
-                "(CREATE TABLE IF NOT EXISTS durq_migrations) before reading, so a schema "
-                "check writes DDL (and fails for a read-only role or replica); the SQLite "
-                "driver asks migrations_exists instead",
-            )
-        )
     fresh = open_driver(fresh_url)
     try:
         assert fresh.applied_migrations() == []

@@ -153,15 +153,6 @@ def test_job_delete_takes_the_artifacts_with_the_job(
 def test_job_delete_takes_the_attempts_with_the_job(
     driver: Driver, new_job: JobFactory, sql: PlainSql, request: pytest.FixtureRequest
 ) -> None:
-    if driver.dialect == "postgresql":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="PostgreSQL's durq_attempts has no foreign key since migration 0004 and "
-                "the job_delete block deletes only the job row (job_delete_many deletes the "
-                "attempts itself), so the job's attempt records stay behind; SQLite cascades",
-            )
-        )
     insert(driver, new_job())
     job = claim_one(driver)
     finish(driver, job, states.complete())
@@ -200,14 +191,6 @@ def test_idem_get_reports_the_job_the_hash_and_expiry(driver: Driver, new_job: J
 def test_idem_get_reports_expired_as_a_bool(
     driver: Driver, new_job: JobFactory, request: pytest.FixtureRequest
 ) -> None:
-    if driver.dialect == "sqlite":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="idem_get returns the raw row: SQLite's `expires_at <= :now` comes back "
-                "as the integer 0/1 where PostgreSQL gives a boolean",
-            )
-        )
     job = insert(driver, new_job())
     with driver.transaction() as ex:
         driver.idem_insert(ex, scope="s", key="k", args_hash="h", job_id=job.id, ttl=3600)

@@ -75,12 +75,6 @@ def test_job_claim_picks_by_priority_then_run_at_then_id(
     assert claim(driver) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="job_claim picks in priority, run_at, id order, but returns the jobs in the order "
-    "its UPDATE ... RETURNING visits the rows (by id) on both backends; the producer re-sorts "
-    "only when it claims from several queues, and App.run_jobs runs a batch in list order",
-)
 def test_job_claim_returns_the_jobs_in_the_order_it_picked_them(
     driver: Driver, new_job: JobFactory
 ) -> None:

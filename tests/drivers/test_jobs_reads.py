@@ -109,17 +109,6 @@ def test_job_list_filters_and_pages_newest_first(driver: Driver, new_job: JobFac
 def test_job_list_created_bounds_at_a_jobs_own_created_at(
     driver: Driver, new_job: JobFactory, sql: PlainSql, request: pytest.FixtureRequest
 ) -> None:
-    if driver.dialect == "sqlite":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="SQLite stores times as float seconds from time.time(), finer than the "
-                "microseconds a datetime holds; ts_out rounds to the nearest microsecond, so "
-                "about a third of jobs read back a created_at later than the stored one, and "
-                "created_after=job.created_at then leaves that job out (created_before takes "
-                "it in)",
-            )
-        )
     # A job whose created_at, as read back, is later than what the database stored (on
     # SQLite one in three; on PostgreSQL, which keeps microseconds, none: any job will do).
     for _ in range(60):

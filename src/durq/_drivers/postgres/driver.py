@@ -202,8 +202,9 @@ class PostgresDriver(Driver):
         return applied
 
     def applied_migrations(self) -> list[int]:
-        with self.read() as ex:
-            ex.run("migrations_table")
+        with self.read() as ex:  # a read: works for a read-only role or a replica
+            if not ex.run("migrations_exists"):
+                return []
             return [int(r["version"]) for r in ex.run("migrations_applied")]
 
     # ---- bulk enqueue: one multi-row statement -----------------------------------------

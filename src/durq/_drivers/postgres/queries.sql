@@ -45,6 +45,11 @@ FROM STDIN
 -- name: job_notify
 SELECT pg_notify('durq_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q
 
+-- name: job_delete
+-- Attempts have no foreign key (it cost a quarter of every finish): delete them here.
+WITH attempts AS (DELETE FROM durq_attempts WHERE job_id = :id)
+DELETE FROM durq_jobs WHERE id = :id
+
 -- name: idem_get
 SELECT job_id, args_hash, expires_at <= now() AS expired
 FROM durq_idempotency WHERE scope = :scope AND key = :key

@@ -17,9 +17,6 @@ SELECT queue, task, state, count(*) AS n FROM durq_jobs GROUP BY queue, task, st
 
 -- ---- from queries ----
 
--- name: job_delete
-DELETE FROM durq_jobs WHERE id = :id
-
 -- name: idem_delete
 DELETE FROM durq_idempotency WHERE scope = :scope AND key = :key
 

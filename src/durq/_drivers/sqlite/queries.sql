@@ -15,6 +15,10 @@ VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_
         :retry_policy, :created_by, :idempotency_key, :now, :now)
 RETURNING id, run_at, created_at
 
+-- name: job_delete
+-- Attempts and artifacts go with the job (ON DELETE CASCADE).
+DELETE FROM durq_jobs WHERE id = :id
+
 -- name: idem_get
 SELECT job_id, args_hash, expires_at <= :now AS expired
 FROM durq_idempotency WHERE scope = :scope AND key = :key
