@@ -99,7 +99,7 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
     try:
         with app.driver.transaction() as ex:
             held = app.driver.job_claim(
-                ex, queues=["default"], worker_id="plan-check", limit=100, lease_seconds=30
+                ex, queue="default", worker_id="plan-check", limit=100, lease_seconds=30
             )
         assert len(held) == 100
         reqs = [

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import durq
-from durq.errors import ConfigurationError
 from durq._maintenance import periodic
+from durq.errors import ConfigurationError
 
 from .support import WorkerProcess, wait_until
 
@@ -63,7 +63,7 @@ def test_run_once_from_many_leaders_enqueues_each_tick_once(
     for a in apps:
         a.periodic(cron="*/5 * * * *", args={"report": "daily"}, catchup=600)(_report)
     now = datetime(2026, 3, 1, 12, 11, 30, tzinfo=UTC)
-    created = [periodic.run_once(a, now=now) for a in apps]
+    created = [periodic.run_once(a.periodic_tasks, a.enqueue_tick, now=now) for a in apps]
     assert [len(c) for c in created] == [2, 0, 0]  # 12:05 and 12:10 are in the window
     jobs = apps[0].list_jobs(task="_report")
     assert sorted(j.run_at for j in jobs) == [
@@ -73,21 +73,25 @@ def test_run_once_from_many_leaders_enqueues_each_tick_once(
     assert {j.args["report"] for j in jobs} == {"daily"}
 
     later = now + timedelta(minutes=5)
-    assert [len(periodic.run_once(a, now=later)) for a in apps] == [1, 0, 0]  # 12:15 only
+    assert [len(periodic.run_once(a.periodic_tasks, a.enqueue_tick, now=later)) for a in apps] == [
+        1,
+        0,
+        0,
+    ]  # 12:15 only
 
 
 def test_tick_after_it_was_run_and_pruned_is_not_enqueued_again(app: durq.App) -> None:
     app.periodic(cron="0 * * * *", catchup=3600)(_report)
     now = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
-    (job,) = periodic.run_once(app, now=now)
+    (job,) = periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=now)
     app.settings = app.settings.model_copy(update={"prune_succeeded_seconds": 0})
     app.run_job(job.id)
     from durq._maintenance import prune
 
-    prune.run_once(app)
+    prune.run_once(app.driver, app.settings)
     with pytest.raises(durq.JobGone):
         app.get_job(job.id)
-    assert periodic.run_once(app, now=now) == []
+    assert periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=now) == []
 
 
 def test_invalid_cron_is_refused_with_a_hint(app: durq.App) -> None:
