@@ -24,8 +24,8 @@ test: $(STAMP)
 	exit $$rc
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests recipes
+	$(VENV)/bin/ruff format --check src tests recipes
 	$(VENV)/bin/mypy
 
 # The peers live in their own venv so `make test` never installs them.

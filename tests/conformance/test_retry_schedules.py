@@ -45,7 +45,7 @@ def _make_due(app: durq.App, job_id: int) -> None:
 
 
 def _always_fails(app: durq.App, **options: object) -> durq.Task[..., object]:
-    @app.task(**options)  # type: ignore[call-overload]
+    @app.task(**options)  # type: ignore[call-overload, untyped-decorator]
     def always_fails() -> None:
         raise RuntimeError("upstream down")
 
