@@ -123,10 +123,16 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         request_hash: str | None = None,
+        unchecked: bool = False,
     ) -> NewJob:
-        """Validate an enqueue request into a ``NewJob`` (pure: nothing is written)."""
-        name, known = self._resolve(task)
-        return build_new_job(
+        """Validate an enqueue request into a ``NewJob`` (pure: nothing is written).
+
+        A task this App defines has its arguments checked against its signature. A task
+        name it does not know is refused (with the closest known name) unless
+        ``unchecked=True`` says the task lives in another code base, or the App defines no
+        task at all (a producer without the code)."""
+        name, known = self._resolve(task, unchecked=unchecked)
+        new = build_new_job(
             task=name,
             args=args,
             queue=queue
@@ -147,6 +153,9 @@ class App(TaskRegistry):
             idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
             request_hash_override=request_hash,
         )
+        if known is not None:
+            known.check_args(args or {})
+        return new
 
     def enqueue(
         self,
@@ -163,6 +172,7 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         connection: Any = None,
+        unchecked: bool = False,
     ) -> Job:
         """Enqueue one job and return it.
 
@@ -183,6 +193,7 @@ class App(TaskRegistry):
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl,
             created_by=created_by,
+            unchecked=unchecked,
         )
         return self.insert(new, connection=connection)[0]
 

@@ -89,8 +89,20 @@ def test_submit_returns_202_with_the_job(api: Api) -> None:
     delayed = api.submit(delay_seconds=30)
     created = datetime.fromisoformat(delayed["created_at"])
     assert 29 <= (datetime.fromisoformat(delayed["run_at"]) - created).total_seconds() <= 31
-    # a task this server does not define is fine asynchronously: a worker may define it
-    assert api.submit(task="elsewhere.defined")["state"] == "queued"
+
+
+def test_unknown_task_or_wrong_arguments_are_refused_and_write_nothing(api: Api) -> None:
+    typo = api.call("POST", "/v1/jobs", "producer", json={"task": "ad", "args": {"x": 1}})
+    assert typo.status_code == 422, typo.text
+    error = typo.json()["error"]
+    assert error["code"] == "E_UNKNOWN_TASK" and "did you mean 'add'" in error["message"]
+    wrong = api.call(
+        "POST", "/v1/jobs", "producer", json={"task": "add", "args": {"x": 1, "y": 2, "z": 3}}
+    )
+    assert wrong.status_code == 422, wrong.text
+    assert "unexpected keyword argument 'z'" in wrong.json()["error"]["message"]
+    assert "add(x: 'int', y: 'int')" in wrong.json()["error"]["message"]
+    assert api.job_count() == 0
 
 
 def test_sync_execution_waits_for_a_worker_and_answers_with_the_final_state(api: Api) -> None:
@@ -131,9 +143,10 @@ def test_sync_refusals_write_nothing(api: Api, schedule: dict[str, Any]) -> None
 def test_sync_task_the_server_does_not_define_is_enqueued_for_a_worker(
     make_api: Callable[..., Api],
 ) -> None:
-    """The server never runs the task, so it need not define it: the job waits for a worker
-    that does, and when the wait ends first the answer is 202 with the pending job."""
-    api = make_api(api_sync_wait_seconds=0.3)
+    """A server whose App defines no tasks (a producer without the code) accepts any task
+    name; it never runs the task, so the job waits for a worker that defines it, and when
+    the wait ends first the answer is 202 with the pending job."""
+    api = make_api(api_sync_wait_seconds=0.3, tasks=False)
     response = api.call(
         "POST", "/v1/jobs", "producer", json={"task": "unknown.task", "execution_mode": "sync"}
     )
@@ -153,7 +166,9 @@ def test_idempotency_key_over_http(api: Api) -> None:
     assert again.headers["Idempotent-Replayed"] == "true"
     assert "Idempotent-Replayed" not in first.headers
 
-    changed = api.call("POST", "/v1/jobs", "producer", json={**body, "args": {"x": 9}}, headers=key)
+    changed = api.call(
+        "POST", "/v1/jobs", "producer", json={**body, "args": {"x": 9, "y": 9}}, headers=key
+    )
     assert changed.status_code == 409
     error = changed.json()["error"]
     assert error["code"] == "E_IDEMPOTENCY_CONFLICT" and "use a new key" in error["message"]

@@ -188,7 +188,7 @@ def test_stages_advance_in_declared_order_only(app: durq.App) -> None:
 
 def test_stage_write_guarded_in_sql_too(app: durq.App) -> None:
     """Even bypassing the task's check, the database refuses an out-of-order stage."""
-    app.enqueue("t", {})
+    app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
         (job,) = app.driver.job_claim(ex, queue="default", worker_id="w", limit=1, lease_seconds=30)
     with app.driver.transaction() as ex:  # the SQL block's guard matches no row
@@ -207,9 +207,9 @@ def test_stage_write_guarded_in_sql_too(app: durq.App) -> None:
 
 
 def test_priority_then_run_at_then_id_order(app: durq.App) -> None:
-    low = app.enqueue("t", {"n": 1}, priority=5)
-    first = app.enqueue("t", {"n": 2}, priority=0)
-    second = app.enqueue("t", {"n": 3}, priority=0)
+    low = app.enqueue("t", {"n": 1}, priority=5, unchecked=True)
+    first = app.enqueue("t", {"n": 2}, priority=0, unchecked=True)
+    second = app.enqueue("t", {"n": 3}, priority=0, unchecked=True)
     with app.driver.transaction() as ex:
         claimed = app.driver.job_claim(
             ex, queue="default", worker_id="w", limit=3, lease_seconds=30
@@ -220,8 +220,8 @@ def test_priority_then_run_at_then_id_order(app: durq.App) -> None:
 
 
 def test_future_jobs_and_paused_queues_are_not_claimed(app: durq.App) -> None:
-    app.enqueue("t", {}, delay=3600)
-    paused = app.enqueue("t", {}, queue="paused")
+    app.enqueue("t", {}, delay=3600, unchecked=True)
+    paused = app.enqueue("t", {}, queue="paused", unchecked=True)
     app.pause_queue("paused")
 
     def claim_all() -> list[durq.Job]:
@@ -240,7 +240,7 @@ def test_future_jobs_and_paused_queues_are_not_claimed(app: durq.App) -> None:
 
 
 def test_heartbeat_extends_lease(app: durq.App) -> None:
-    app.enqueue("t", {})
+    app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
         (job,) = app.driver.job_claim(ex, queue="default", worker_id="w", limit=1, lease_seconds=5)
     with app.driver.transaction() as ex:
@@ -251,7 +251,7 @@ def test_heartbeat_extends_lease(app: durq.App) -> None:
 
 
 def test_cancel_each_state(app: durq.App) -> None:
-    queued = app.enqueue("t", {})
+    queued = app.enqueue("t", {}, unchecked=True)
     assert app.cancel(queued.id).state == "cancelled"
     assert app.cancel(queued.id).state == "cancelled"  # terminal: no-op, current state
 
@@ -263,7 +263,7 @@ def test_cancel_each_state(app: durq.App) -> None:
     assert waiting.state == "retry_wait"
     assert app.cancel(waiting.id).state == "cancelled"
 
-    running = app.enqueue("t", {})
+    running = app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
         (held,) = app.driver.job_claim(
             ex, queue="default", worker_id="w", limit=1, lease_seconds=30
@@ -353,7 +353,7 @@ def test_requeue_semantics_for_every_state(app: durq.App) -> None:
 
 
 def test_lease_lost_write_changes_nothing(app: durq.App) -> None:
-    app.enqueue("t", {})
+    app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
         (job,) = app.driver.job_claim(ex, queue="default", worker_id="w", limit=1, lease_seconds=30)
     from durq import states

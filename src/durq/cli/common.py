@@ -17,13 +17,22 @@ from ..app import App
 from ..errors import ConfigurationError, DurqError
 from .loading import import_app
 
-__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "console", "fail", "load_app", "print_json", "table"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "console",
+    "err_console",
+    "fail",
+    "load_app",
+    "print_json",
+    "table",
+]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # messages stay greppable: no hard wraps
 
 AppOption = typer.Option(
     None, "--app", help="Your App as module:attribute (e.g. myproj.jobs:app); tasks come from it."
