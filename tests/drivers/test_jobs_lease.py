@@ -695,12 +695,14 @@ def test_finish_many_params_encodes_the_batch_as_json_rows() -> None:
     reqs = [
         FinishRequest(7, 4, "w", states.complete({"a": 1}), 12),
         FinishRequest(8, 2, None, states.snooze(5), None),
+        FinishRequest(9, 1, "w", states.retry(2, "E", "m"), 3, traceback="Traceback …"),
     ]
     params = PostgresDriver.finish_many_params(reqs)
     assert list(params) == ["batch"]
     assert json.loads(params["batch"]) == [
-        [7, 4, "succeeded", 0, 0, None, None, None, {"a": 1}, "w", 12, "succeeded"],
-        [8, 2, "queued", 1, 0, 5.0, None, None, None, None, None, "snoozed"],
+        [7, 4, "succeeded", 0, 0, None, None, None, {"a": 1}, "w", 12, "succeeded", None],
+        [8, 2, "queued", 1, 0, 5.0, None, None, None, None, None, "snoozed", None],
+        [9, 1, "retry_wait", 0, 0, 2.0, "E", "m", None, "w", 3, "failed", "Traceback …"],
     ]
 
 

@@ -225,6 +225,7 @@ class JobQueries(RowCodec):
             "worker_id": req.worker_id,
             "runtime_ms": req.runtime_ms,
             "outcome": change.attempt_outcome,
+            "traceback": req.traceback,
             "now": self.now_param(),
         }
         rows = ex.run("job_finish", params)

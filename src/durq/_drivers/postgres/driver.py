@@ -274,7 +274,14 @@ class PostgresDriver(Driver):
     def finish_many_params(reqs: Sequence[FinishRequest]) -> dict[str, Any]:
         """``job_finish_many``'s parameters: the requests as one JSON array of rows."""
         batch = [
-            [*finish_row(req), req.change.result, req.worker_id, req.runtime_ms, outcome]
+            [
+                *finish_row(req),
+                req.change.result,
+                req.worker_id,
+                req.runtime_ms,
+                outcome,
+                req.traceback,
+            ]
             for req in reqs
             for outcome in (req.change.attempt_outcome,)
         ]

@@ -223,6 +223,7 @@ class SqliteDriver(Driver):
                 "outcome": "cancelled" if job.state == "cancelled" else params["outcome"],
                 "error_code": params["error_code"],
                 "error_message": params["error_message"],
+                "traceback": req.traceback,
                 "now": params["now"],
             },
         )
@@ -259,6 +260,7 @@ class SqliteDriver(Driver):
                     "cancelled" if state == "cancelled" else change.attempt_outcome,
                     change.error_code,
                     change.error_message,
+                    req.traceback,
                 ]
             )
             written[row["id"]] = self.finished_from_row(row)
