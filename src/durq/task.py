@@ -72,8 +72,8 @@ class Task(Generic[P, R]):
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise ValidationError(
-                f"task {self.name!r} cannot take these arguments: {self._explain(args, kwargs, exc)}; "
-                f"its signature is {self.name}{self._signature}"
+                f"task {self.name!r} cannot take these arguments: "
+                f"{self._explain(args, kwargs, exc)}; its signature is {self.name}{self._signature}"
             ) from None
         out: dict[str, Any] = {}
         for name, value in bound.arguments.items():

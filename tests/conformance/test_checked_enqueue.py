@@ -95,14 +95,28 @@ def test_durq_enqueue_checks_with_app_and_warns_without(db_url: str, tmp_path: P
         assert typo.exit_code == 2 and "did you mean 'send_welcome'" in typo.output
         bad = runner.invoke(
             cli,
-            ["enqueue", "send_welcome", "--args", '{"userid": 1}', "--app", "shop_tasks:app"]
-            + base,
+            [
+                "enqueue",
+                "send_welcome",
+                "--args",
+                '{"userid": 1}',
+                "--app",
+                "shop_tasks:app",
+                *base,
+            ],
         )
         assert bad.exit_code == 2 and "'userid'" in bad.output
         ok = runner.invoke(
             cli,
-            ["enqueue", "send_welcome", "--args", '{"user_id": 1}', "--app", "shop_tasks:app"]
-            + base,
+            [
+                "enqueue",
+                "send_welcome",
+                "--args",
+                '{"user_id": 1}',
+                "--app",
+                "shop_tasks:app",
+                *base,
+            ],
         )
         assert ok.exit_code == 0, ok.output
         assert '"queue": "emails"' in ok.stdout and '"max_attempts": 4' in ok.stdout
