@@ -18,7 +18,7 @@ from ._maintenance.reclaim import reclaim_batch
 from .errors import LeaseLost, SchemaOutOfDate, ValidationError
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
-from .settings import Settings
+from .settings import Settings, load_settings
 from .task import Task
 from .types import Artifact, Attempt, Job, RequeueResult, WorkerInfo
 
@@ -50,9 +50,9 @@ class App(TaskRegistry):
 
     def __init__(self, database_url: str | None = None, *, settings: Settings | None = None):
         if settings is None:
-            settings = Settings(database_url=database_url) if database_url else Settings()
+            settings = load_settings(database_url=database_url) if database_url else load_settings()
         elif database_url is not None:
-            settings = settings.model_copy(update={"database_url": database_url})
+            settings = load_settings(**settings.model_dump(), database_url=database_url)
         super().__init__(settings)
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()

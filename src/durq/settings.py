@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
+import pydantic
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "redact_url"]
+from .errors import ConfigurationError
+
+__all__ = ["Settings", "load_settings", "redact_url"]
 
 DEFAULT_DATABASE_URL = "sqlite:///durq.db"
+SUPPORTED_SCHEMES = ("sqlite:", "postgresql://", "postgres://", "postgresql+psycopg://")
 
 
 class Settings(BaseSettings):
@@ -22,6 +26,9 @@ class Settings(BaseSettings):
         description="sqlite:///path.db or postgresql://user:pass@host:port/db",
     )
     env: Literal["dev", "test", "prod"] = "prod"
+    # logging (durq worker, durq serve): JSON lines unless stderr is a terminal ("auto")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["auto", "console", "json"] = "auto"
 
     # enqueue
     default_queue: str = "default"
@@ -114,6 +121,18 @@ class Settings(BaseSettings):
     def role_ladder(self) -> tuple[str, ...]:
         return tuple(part.strip() for part in self.api_roles.split(",") if part.strip())
 
+    @field_validator("database_url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not value.startswith(SUPPORTED_SCHEMES):
+            scheme = value.split(":", 1)[0] if ":" in value else value[:20]
+            raise ValueError(
+                f"unsupported database URL scheme {scheme!r} in {redact_url(value)}; use "
+                "sqlite:///path.db or postgresql://user:password@host:5432/dbname (durq "
+                "speaks to PostgreSQL through psycopg 3: postgresql+psycopg:// works too)"
+            )
+        return value
+
     @field_validator("poll_interval")
     @classmethod
     def _clamp_poll(cls, value: float) -> float:
@@ -131,3 +150,18 @@ def redact_url(url: str) -> str:
         user = creds.split(":", 1)[0]
         creds = f"{user}:***"
     return f"{scheme}://{creds}@{host}"
+
+
+def load_settings(**values: Any) -> Settings:
+    """``Settings(**values)`` (plus ``DURQ_*`` and ``.env``), or one ``ConfigurationError``
+    naming each bad variable and what it needs, never echoing the values (a URL may hold a
+    password)."""
+    try:
+        return Settings(**values)
+    except pydantic.ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_input=False, include_url=False):
+            name = ".".join(str(part) for part in err["loc"]) or "settings"
+            message = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"DURQ_{name.upper()}: {redact_url(message)}")
+        raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,6 +17,7 @@ from rich.table import Table
 
 from ..app import App
 from ..errors import ConfigurationError, DurqError
+from ..settings import DEFAULT_DATABASE_URL, redact_url
 from .loading import import_app
 
 __all__ = [
@@ -52,7 +55,26 @@ def load_app(spec: str | None, database_url: str | None = None) -> App:
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(app.close)
+    err_console.print(
+        f"[dim]database: {redact_url(app.database_url)} "
+        f"(from {database_source(app, spec, database_url)})[/]",
+        highlight=False,
+    )
     return app
+
+
+def database_source(app: App, spec: str | None, flag: str | None) -> str:
+    """Where the database URL came from, in the words a user would look for it."""
+    if flag:
+        return "--database-url"
+    if "DURQ_DATABASE_URL" in os.environ:
+        return "DURQ_DATABASE_URL"
+    if "database_url" not in app.settings.model_fields_set:
+        return f"the default; set DURQ_DATABASE_URL to use another ({DEFAULT_DATABASE_URL})"
+    env_file = Path(".env")
+    if env_file.is_file() and "DURQ_DATABASE_URL" in env_file.read_text(errors="replace"):
+        return ".env"
+    return f"the App {spec}" if spec else "settings"
 
 
 def _find_app(spec: str | None, database_url: str | None) -> App:

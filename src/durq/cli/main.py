@@ -5,8 +5,9 @@ from __future__ import annotations
 import typer
 
 from ..demo import run_demo
+from ..errors import ConfigurationError
 from .bench import bench
-from .common import AppOption, UrlOption, durq_errors, load_app
+from .common import EXIT_USAGE, AppOption, UrlOption, durq_errors, err_console, load_app
 from .enqueue import enqueue
 from .jobs import jobs_app
 from .keys import keys_app
@@ -61,7 +62,11 @@ def demo(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ConfigurationError as exc:  # a bad setting: one line, no traceback, exit 2
+        err_console.print(f"[bold red]error:[/] {exc} [{exc.code}]", highlight=False)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 if __name__ == "__main__":

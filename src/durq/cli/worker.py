@@ -12,6 +12,7 @@ from .._worker.runner import Worker
 from ..errors import ConfigurationError, DurqError
 from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, fail
 from .loading import import_app
+from .logging_options import logging_options
 from .supervisor import configure_logging, supervise
 
 __all__ = ["worker"]
@@ -64,7 +65,14 @@ def worker(
         help="Do not LISTEN for new jobs; poll only (PostgreSQL behind PgBouncer "
         "transaction pooling). Same as DURQ_LISTEN_NOTIFY=false.",
     ),
-    log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
+    log_level: str = typer.Option(
+        None, "--log-level", help="DEBUG, INFO, WARNING or ERROR (default DURQ_LOG_LEVEL, INFO)."
+    ),
+    log_format: str = typer.Option(
+        None,
+        "--log-format",
+        help="json, console, or auto: JSON unless stderr is a terminal (DURQ_LOG_FORMAT).",
+    ),
     database_url: str = UrlOption,
 ) -> None:
     """Run jobs: claim, execute, record outcomes, until SIGTERM/SIGINT.
@@ -75,9 +83,8 @@ def worker(
 
     A second signal exits at once; leases expire and other workers reclaim the jobs.
     """
-    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        fail(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}", EXIT_USAGE)
-    configure_logging(log_level)
+    log_level, log_format = logging_options(log_level, log_format)
+    configure_logging(log_level, log_format)
     options: dict[str, Any] = {
         "queues": queues,
         "concurrency": concurrency,
@@ -101,7 +108,10 @@ def worker(
     if count > 1:
         app.close()
         code = supervise(
-            app_spec, count, options | {"log_level": log_level}, database_url=database_url
+            app_spec,
+            count,
+            options | {"log_level": log_level, "log_format": log_format},
+            database_url=database_url,
         )
         raise typer.Exit(code)
     try:
