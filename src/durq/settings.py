@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import pydantic
@@ -10,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigurationError
 
-__all__ = ["Settings", "load_settings", "redact_url"]
+__all__ = ["Settings", "load_settings", "redact_url", "unknown_variables"]
 
 DEFAULT_DATABASE_URL = "sqlite:///durq.db"
 SUPPORTED_SCHEMES = ("sqlite:", "postgresql://", "postgres://", "postgresql+psycopg://")
@@ -165,3 +167,16 @@ def load_settings(**values: Any) -> Settings:
             message = str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"DURQ_{name.upper()}: {redact_url(message)}")
         raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each ``DURQ_*`` variable no setting reads (a typo falls back to the
+    default silently otherwise), naming the closest valid one."""
+    valid = {f"DURQ_{name.upper()}" for name in Settings.model_fields}
+    warnings = []
+    for name in sorted(environ):
+        if name.startswith("DURQ_") and name not in valid:
+            close = difflib.get_close_matches(name, sorted(valid), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            warnings.append(f"{name} is not a durq setting and is ignored{hint}")
+    return warnings

@@ -17,13 +17,14 @@ from rich.table import Table
 
 from ..app import App
 from ..errors import ConfigurationError, DurqError
-from ..settings import DEFAULT_DATABASE_URL, redact_url
+from ..settings import DEFAULT_DATABASE_URL, redact_url, unknown_variables
 from .loading import import_app
 
 __all__ = [
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "console",
+    "database_source",
     "err_console",
     "fail",
     "load_app",
@@ -55,6 +56,8 @@ def load_app(spec: str | None, database_url: str | None = None) -> App:
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(app.close)
+    for warning in unknown_variables(os.environ):
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     err_console.print(
         f"[dim]database: {redact_url(app.database_url)} "
         f"(from {database_source(app, spec, database_url)})[/]",

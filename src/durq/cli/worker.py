@@ -10,7 +10,8 @@ import typer
 
 from .._worker.runner import Worker
 from ..errors import ConfigurationError, DurqError
-from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, fail
+from ..settings import redact_url, unknown_variables
+from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, database_source, err_console, fail
 from .loading import import_app
 from .logging_options import logging_options
 from .supervisor import configure_logging, supervise
@@ -96,11 +97,15 @@ def worker(
         "max_jobs": max_jobs,
         "once": once,
     }
+    for warning in unknown_variables(os.environ):
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     try:
-        app = import_app(app_spec)
-        if database_url:
-            app.settings = app.settings.model_copy(update={"database_url": database_url})
-            app.close()
+        app = import_app(app_spec, database_url)
+        err_console.print(
+            f"[dim]database: {redact_url(app.database_url)} "
+            f"(from {database_source(app, app_spec, database_url)})[/]",
+            highlight=False,
+        )
         count = processes or app.settings.processes
         run = Worker(app, **options)  # validates every option before anything starts
     except ConfigurationError as exc:
