@@ -127,15 +127,17 @@ class TaskRegistry:
         name: str | None = None,
         args: dict[str, Any] | None = None,
         queue: str | None = None,
-        catchup: float = 60.0,
+        catch_up: int = 0,
         **task_options: Any,
     ) -> Callable[[F | Task[Any, Any]], Task[Any, Any]]:
         """Enqueue a task at every tick of ``cron`` (UTC), exactly once per tick however many
         workers run: ``@app.periodic(cron="*/5 * * * *")``.
 
         Decorates a function (registered as a task with ``task_options``) or an existing
-        ``Task``. Six fields put seconds last (``"* * * * * */10"``). A tick missed by less
-        than ``catchup`` seconds (every worker down) is still enqueued when one comes back.
+        ``Task``. Six fields put seconds last (``"* * * * * */10"``). Nothing is back-filled:
+        when a leader starts (first start, after downtime, after a leader change) the
+        schedule resumes with its next tick, after enqueuing its ``catch_up`` latest missed
+        ticks (none by default; ``catch_up=1`` keeps a tick that fell due during a deploy).
         """
 
         def register(target: F | Task[Any, Any]) -> Task[Any, Any]:
@@ -155,7 +157,7 @@ class TaskRegistry:
                 cron=cron,
                 args=dict(args or {}),
                 queue=validate_queue(queue) if queue else None,
-                catchup=catchup,
+                catch_up=catch_up,
             )
             if any(p.name == schedule.name for p in self.periodic_tasks):
                 raise ConfigurationError(
