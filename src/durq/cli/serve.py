@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import DurqError
-from .common import AppOption, UrlOption, err_console, load_app
+from .common import AppOption, UrlOption, api_extra, err_console, load_app
 
 
 def serve(
@@ -16,9 +16,10 @@ def serve(
     database_url: str = UrlOption,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
-    import uvicorn
+    with api_extra("serve"):
+        import uvicorn
 
-    from ..api import create_app
+        from ..api import create_app
 
     app = load_app(app_spec, database_url)
     try:
