@@ -39,9 +39,6 @@ LAZY_ALLOWED = {
     ("durq.cli.serve", "uvicorn"),
     ("durq.cli.serve", "durq.api"),
     ("durq.cli.keys", "durq.api.keys"),
-    ("durq._tracing", "opentelemetry"),
-    ("durq._tracing", "opentelemetry.trace"),
-    ("durq._tracing", "opentelemetry.propagate"),
 }
 
 
