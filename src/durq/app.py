@@ -74,6 +74,7 @@ class App(TaskRegistry):
                         pool_max_size=s.pool_max_size,
                         sqlite_synchronous=s.sqlite_synchronous,
                         sqlite_busy_timeout_ms=s.sqlite_busy_timeout_ms,
+                        pgbouncer=s.pgbouncer,
                     )
         return self._driver
 

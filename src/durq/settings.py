@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     # PostgreSQL connection pool
     pool_min_size: int = Field(1, ge=0)
     pool_max_size: int = Field(10, ge=1)
+    # PostgreSQL behind PgBouncer in transaction pooling mode: no server-side prepared
+    # statements, and workers poll instead of LISTEN unless DURQ_LISTEN_NOTIFY says otherwise.
+    pgbouncer: bool = False
 
     @field_validator("database_url")
     @classmethod
@@ -117,6 +120,13 @@ class Settings(BaseSettings):
                 "roles must rise: DURQ_API_SUBMIT_ROLE <= DURQ_API_OPERATE_ROLE <= "
                 f"DURQ_API_ADMIN_ROLE on the ladder {list(ladder)}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _pgbouncer_polls(self) -> Settings:
+        # LISTEN needs a session of its own, which transaction pooling does not keep.
+        if self.pgbouncer and "listen_notify" not in self.model_fields_set:
+            self.listen_notify = False
         return self
 
     @property

@@ -23,6 +23,7 @@ from .loading import import_app
 __all__ = [
     "EXIT_FAILURE",
     "EXIT_USAGE",
+    "api_extra",
     "console",
     "database_source",
     "err_console",
@@ -102,6 +103,27 @@ def durq_errors() -> Iterator[None]:
         yield
     except DurqError as exc:
         fail(f"{exc} [{exc.code}]")
+
+
+#: The modules durq[api] brings: the HTTP service needs them, the library does not.
+API_EXTRA_MODULES = ("fastapi", "starlette", "uvicorn", "prometheus_client")
+
+
+@contextmanager
+def api_extra(command: str) -> Iterator[None]:
+    """A missing module of the ``api`` extra becomes one line saying what to install."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in API_EXTRA_MODULES:
+            raise
+        # Plain text on one line: the brackets are the command to type, not markup.
+        typer.echo(
+            f"error: `durq {command}` needs the HTTP extra, which is not installed "
+            f"(no module {exc.name!r}): pip install 'durq[api]'",
+            err=True,
+        )
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def print_json(value: Any) -> None:

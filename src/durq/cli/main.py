@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from .. import __version__
 from ..demo import run_demo
 from ..errors import ConfigurationError
 from .bench import bench
@@ -23,6 +24,27 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"durq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print durq's version and exit.",
+    ),
+) -> None:
+    """durq: a durable job queue on PostgreSQL and SQLite."""
+
+
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(queues_app, name="queues")
 app.command("worker")(worker)

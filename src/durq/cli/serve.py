@@ -6,7 +6,7 @@ import typer
 
 from .. import logs
 from ..errors import DurqError
-from .common import AppOption, UrlOption, err_console, load_app
+from .common import AppOption, UrlOption, api_extra, err_console, load_app
 from .logging_options import logging_options
 
 
@@ -23,9 +23,10 @@ def serve(
     database_url: str = UrlOption,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
-    import uvicorn
+    with api_extra("serve"):
+        import uvicorn
 
-    from ..api import create_app
+        from ..api import create_app
 
     level, fmt = logging_options(log_level, log_format)
     logs.configure(level, fmt)
