@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     # how long a pruned job's id still answers "gone" rather than "not found"
     prune_tombstone_seconds: float = Field(90 * 24 * 3600, ge=0)
 
-    # health guardrails (seed 000 d-003)
+    # health guardrails: a queue is degraded past either threshold
     degraded_p95_age_seconds: float = Field(900, gt=0)
     degraded_ready_count: int = Field(500, gt=0)
 
@@ -148,7 +148,7 @@ class Settings(BaseSettings):
     @field_validator("poll_interval")
     @classmethod
     def _clamp_poll(cls, value: float) -> float:
-        # Seed 002 US-INFRA-09: never spin; poll at least every 0.1 s.
+        # Never spin: poll at least every 0.1 s.
         return max(value, 0.1)
 
 
