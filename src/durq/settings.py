@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigurationError
+from .logs import redact_text
 
 __all__ = ["Settings", "load_settings", "redact_url", "unknown_variables"]
 
@@ -89,16 +90,6 @@ class Settings(BaseSettings):
     # statements, and workers poll instead of LISTEN unless DURQ_LISTEN_NOTIFY says otherwise.
     pgbouncer: bool = False
 
-    @field_validator("database_url")
-    @classmethod
-    def _check_url(cls, value: str) -> str:
-        if not value.startswith(("sqlite:", "postgresql:", "postgres:", "postgresql+psycopg:")):
-            raise ValueError(
-                f"unsupported database URL {redact_url(value)!r}: use sqlite:///path.db "
-                "or postgresql://user:password@host:5432/dbname"
-            )
-        return value
-
     @model_validator(mode="after")
     def _check_roles(self) -> Settings:
         ladder = self.role_ladder
@@ -140,7 +131,7 @@ class Settings(BaseSettings):
             scheme = value.split(":", 1)[0] if ":" in value else value[:20]
             raise ValueError(
                 f"unsupported database URL scheme {scheme!r} in {redact_url(value)}; use "
-                "sqlite:///path.db or postgresql://user:password@host:5432/dbname (durq "
+                "sqlite:///path.db or postgresql://user@host:5432/dbname (durq "
                 "speaks to PostgreSQL through psycopg 3: postgresql+psycopg:// works too)"
             )
         return value
@@ -175,7 +166,7 @@ def load_settings(**values: Any) -> Settings:
         for err in exc.errors(include_input=False, include_url=False):
             name = ".".join(str(part) for part in err["loc"]) or "settings"
             message = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"DURQ_{name.upper()}: {redact_url(message)}")
+            problems.append(f"DURQ_{name.upper()}: {redact_text(message)}")
         raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None
 
 
