@@ -4,6 +4,7 @@ caller's span to the outcome, whether the job runs inline or in a worker."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
@@ -164,3 +165,19 @@ def test_use_takes_the_provider_and_none_gives_it_back(spans: Recorded) -> None:
     assert not _tracing.active()
     _tracing.use(spans.provider)
     assert _tracing.active()
+
+
+def test_the_readme_names_every_span_and_attribute(sqlite_url: str, spans: Recorded) -> None:
+    app = traced_app(sqlite_url, spans)
+    app.enqueue("add", {"a": 1, "b": 2})
+    app.enqueue("explode")
+    app.work()
+    ours = [span for span in spans.all() if span.name.startswith("durq.")]
+    names = {span.name for span in ours}
+    keys = {key for span in ours for key in span.attributes or {}}
+    assert names == {"durq.enqueue", "durq.claim", "durq.execute", "durq.finish"}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Tracing", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(name for name in names | keys if f"`{name}`" not in section)
+    assert missing == [], f"the README's Tracing section does not name {missing}"
+    app.close()
