@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from ._drivers import Driver, Executor, NewJob
+from .retry import Snooze
 from .states import Success
 from .types import Job
 
@@ -132,7 +133,9 @@ class Enqueueing:
         self.spans = list(spans)
 
     def inserted(self, jobs: Sequence[Job]) -> None:
-        for span, job in zip(self.spans, jobs, strict=False):
+        if not self.spans:
+            return
+        for span, job in zip(self.spans, jobs, strict=True):
             span.set_attributes(attributes(job))
 
 
@@ -205,7 +208,8 @@ class Executing:
             return
         if isinstance(outcome, BaseException):
             self.span.set_attribute("durq.job.outcome", type(outcome).__name__)
-            _record_error(self.span, outcome)
+            if not isinstance(outcome, Snooze):  # a snooze is a plan, not a failure
+                _record_error(self.span, outcome)
         else:
             self.span.set_attribute(
                 "durq.job.outcome", "success" if isinstance(outcome, Success) else "lost"

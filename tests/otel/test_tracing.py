@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -104,6 +105,34 @@ def test_a_failed_attempt_marks_its_execute_span_as_an_error(db_url: str, spans:
     assert execute.status.status_code is StatusCode.ERROR
     assert (execute.attributes or {})["durq.job.outcome"] == "KeyError"
     assert [event.name for event in execute.events] == ["exception"]
+    app.close()
+
+
+def test_a_snooze_is_not_an_error(db_url: str, spans: Recorded) -> None:
+    app = traced_app(db_url, spans)
+
+    @app.task
+    def later() -> None:
+        raise durq.Snooze(60)
+
+    job = app.enqueue("later")
+    app.run_job(job.id)
+    execute = spans.of_job("durq.execute", job.id)
+    assert (execute.attributes or {})["durq.job.outcome"] == "Snooze"
+    assert execute.status.status_code is StatusCode.UNSET
+    assert (spans.of_job("durq.finish", job.id).attributes or {})["durq.job.state"] == "queued"
+    app.close()
+
+
+def test_a_refused_enqueue_marks_its_span_as_an_error(db_url: str, spans: Recorded) -> None:
+    app = traced_app(db_url, spans)
+    app.enqueue("add", {"a": 1, "b": 2}, idempotency_key="k")
+    with pytest.raises(durq.IdempotencyConflict):
+        app.enqueue("add", {"a": 1, "b": 3}, idempotency_key="k")
+    first, refused = spans.named("durq.enqueue")
+    assert first.status.status_code is StatusCode.UNSET
+    assert refused.status.status_code is StatusCode.ERROR
+    assert "durq.job.id" not in (refused.attributes or {})
     app.close()
 
 

@@ -107,6 +107,8 @@ def run_sync(
 ) -> Execution:
     """Run a job in this thread (an async task gets an event loop of its own), inside its
     execute span when tracing is on (``trace_context``: its enqueue span's)."""
+    if not _tracing.active():
+        return _run_sync(runtime, job, worker_id)
     with _tracing.executing(job, trace_context) as traced:
         execution = _run_sync(runtime, job, worker_id)
         traced.outcome(execution.outcome)
@@ -144,6 +146,8 @@ async def run_async(
     its execute span when tracing is on (``trace_context``: its enqueue span's).
 
     Cancellation (shutdown, an operator's cancel) propagates to the caller."""
+    if not _tracing.active():
+        return await _run_async(runtime, job, worker_id, pool, False)
     with _tracing.executing(job, trace_context) as traced:
         execution = await _run_async(runtime, job, worker_id, pool, traced.span is not None)
         traced.outcome(execution.outcome)
