@@ -200,7 +200,10 @@ class App(TaskRegistry):
         return self.insert(new, connection=connection)[0]
 
     def insert(self, new: NewJob, *, connection: Any = None) -> tuple[Job, bool]:
-        """Write a validated ``NewJob``: ``(job, created)``."""
+        """Write a validated ``NewJob``: ``(job, created)``, under an enqueue span when
+        tracing is on."""
+        if not _tracing.active():
+            return self._insert(new, connection)
         with _tracing.enqueuing([new]) as traced:
             job, created = self._insert(traced.jobs[0], connection)
             traced.inserted([job])
@@ -239,6 +242,8 @@ class App(TaskRegistry):
                 raise ValidationError(f"item {i}: {exc}") from None
         if not built:
             return []
+        if not _tracing.active():
+            return self._insert_many(built, connection)
         with _tracing.enqueuing(built) as traced:
             inserted = self._insert_many(traced.jobs, connection)
             traced.inserted(inserted)
