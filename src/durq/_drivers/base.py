@@ -62,6 +62,8 @@ class NewJob:
     idempotency_key: str | None
     request_hash: str
     idempotency_ttl: float
+    #: The W3C ``traceparent`` of the span that enqueued the job (tracing only).
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
