@@ -16,6 +16,7 @@ from ._engine.schedule import PeriodicTask
 from ._engine.validate import build_new_job, parse_states, validate_queue
 from ._maintenance.reclaim import reclaim_batch
 from .errors import LeaseLost, SchemaOutOfDate, ValidationError
+from .outbox import OutboxOperations
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
 from .settings import Settings
@@ -42,7 +43,7 @@ class EnqueueRequest:
         self.options = options
 
 
-class App(TaskRegistry):
+class App(OutboxOperations, TaskRegistry):
     """A durq application: where jobs live and which tasks this process knows.
 
     ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).
@@ -123,10 +124,11 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         request_hash: str | None = None,
+        webhook_url: str | None = None,
     ) -> NewJob:
         """Validate an enqueue request into a ``NewJob`` (pure: nothing is written)."""
         name, known = self._resolve(task)
-        return build_new_job(
+        new = build_new_job(
             task=name,
             args=args,
             queue=queue
@@ -147,6 +149,7 @@ class App(TaskRegistry):
             idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
             request_hash_override=request_hash,
         )
+        return self.with_webhook(new, webhook_url)
 
     def enqueue(
         self,
@@ -163,8 +166,16 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         connection: Any = None,
+        webhook_url: str | None = None,
+        secrets: dict[str, Any] | None = None,
+        refresh_url: str | None = None,
     ) -> Job:
         """Enqueue one job and return it.
+
+        With ``webhook_url=`` every state change of the job is delivered there as a signed
+        event (written in the same transaction as the change). With ``secrets=`` the
+        values are sealed (envelope encryption) and readable only by the running task
+        (``ctx.secrets``); ``refresh_url=`` is called when the storage refuses them.
 
         With ``connection=`` (a SQLAlchemy ``Connection``/``Session`` or a DB-API connection)
         the job is written in the caller's transaction: it exists iff the caller commits.
@@ -183,15 +194,38 @@ class App(TaskRegistry):
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl,
             created_by=created_by,
+            webhook_url=webhook_url,
         )
-        return self.insert(new, connection=connection)[0]
+        if secrets is None and refresh_url is None:
+            return self.insert(new, connection=connection)[0]
+        values = self.check_secrets(secrets, refresh_url)
+        return self.insert(new, connection=connection, secrets=values, refresh_url=refresh_url)[0]
 
-    def insert(self, new: NewJob, *, connection: Any = None) -> tuple[Job, bool]:
-        """Write a validated ``NewJob``: ``(job, created)``."""
+    def insert(
+        self,
+        new: NewJob,
+        *,
+        connection: Any = None,
+        secrets: dict[str, Any] | None = None,
+        refresh_url: str | None = None,
+    ) -> tuple[Job, bool]:
+        """Write a validated ``NewJob``: ``(job, created)``; its secrets in the same
+        transaction."""
         driver = self.driver
-        if connection is not None:
+        if secrets is not None:
+            if connection is not None:
+                ex = driver.foreign_executor(connection)
+                job, created = insert_job(driver, ex, new)
+                if created:
+                    self.store_secrets(ex, job, secrets, refresh_url)
+                return job, created
+            with driver.transaction() as ex:
+                job, created = insert_job(driver, ex, new)
+                if created:
+                    self.store_secrets(ex, job, secrets, refresh_url)
+        elif connection is not None:
             return insert_job(driver, driver.foreign_executor(connection), new)
-        if new.idempotency_key is None:  # a single statement: let it commit by itself
+        elif new.idempotency_key is None:  # a single statement: let it commit by itself
             with driver.autocommit() as ex:
                 job, created = insert_job(driver, ex, new)
         else:

@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"_drivers"},
     {"_engine", "task"},
     {"_worker", "_maintenance"},
-    {"registry", "app", "aio", "testing", "wire"},
+    {"registry", "app", "aio", "testing", "wire", "webhooks", "outbox"},
     {"api", "cli", "demo", "__init__", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -62,6 +62,8 @@ class NewJob:
     idempotency_key: str | None
     request_hash: str
     idempotency_ttl: float
+    #: Where the job's state changes are delivered (the outbox); None: no events.
+    webhook_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

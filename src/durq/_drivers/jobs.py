@@ -48,11 +48,14 @@ class JobQueries(RowCodec):
             "retry_policy": new.retry_policy_json,
             "created_by": new.created_by,
             "idempotency_key": new.idempotency_key,
+            "webhook_url": new.webhook_url,
             "now": self.now_param(),
         }
 
     def job_delete(self, ex: Executor, job_id: int) -> None:
+        # An idempotency loser's row goes, and with it the event its insert wrote.
         ex.run("job_delete", {"id": job_id})
+        ex.run("outbox_forget_job", {"id": job_id})
 
     def idem_get(self, ex: Executor, scope: str, key: str) -> Mapping[str, Any] | None:
         """``{job_id, args_hash, expired}`` for the key, or None."""
