@@ -64,6 +64,9 @@ def worker(
         help="Do not LISTEN for new jobs; poll only (PostgreSQL behind PgBouncer "
         "transaction pooling). Same as DURQ_LISTEN_NOTIFY=false.",
     ),
+    no_deliveries: bool = typer.Option(
+        False, "--no-deliveries", help="Do not deliver outbox events here (see `durq deliver`)."
+    ),
     log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
     database_url: str = UrlOption,
 ) -> None:
@@ -88,6 +91,7 @@ def worker(
         "listen_notify": False if poll_only else None,
         "max_jobs": max_jobs,
         "once": once,
+        "deliveries": not no_deliveries,
     }
     try:
         app = import_app(app_spec)
