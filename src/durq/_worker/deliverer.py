@@ -232,7 +232,11 @@ class Deliverer:
                 continue
             for event_id, _ in held:
                 if event_id not in alive and event_id in self.held:
-                    self.held.pop(event_id)
+                    event = self.held.pop(event_id)
+                    log.info(
+                        "outbox event %s: lost (its lease was taken over; abandoning it)",
+                        event.event_id,
+                    )
                     task = self._sending.pop(event_id, None)
                     if task is not None:
                         task.cancel()
