@@ -12,6 +12,7 @@ from ._engine import jobs, pipeline
 from ._engine.enqueue import insert_job, insert_jobs
 from ._engine.identity import default_worker_id
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
+from ._engine.signing import signer_from_settings
 from ._engine.schedule import PeriodicTask
 from ._engine.validate import build_new_job, parse_states, validate_queue
 from ._maintenance.reclaim import reclaim_batch
@@ -431,7 +432,14 @@ class App(OutboxOperations, TaskRegistry):
         return done
 
     def _run_claimed(self, job: Job, worker_id: str) -> Job:
-        runtime = pipeline.Runtime(self.driver, self.tasks, self.settings.lease_seconds)
+        runtime = pipeline.Runtime(
+            self.driver,
+            self.tasks,
+            self.settings.lease_seconds,
+            keyring=self.keyring,
+            signer=signer_from_settings(self.settings),
+            refresh_timeout=self.settings.refresh_timeout,
+        )
         req = pipeline.conclude(pipeline.run_sync(runtime, job, worker_id), worker_id)
         if req is None:  # the task's own fenced write found the lease lost
             return self.get_job(job.id)
