@@ -12,8 +12,8 @@ from ._engine import jobs, pipeline
 from ._engine.enqueue import insert_job, insert_jobs
 from ._engine.identity import default_worker_id
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
-from ._engine.signing import signer_from_settings
 from ._engine.schedule import PeriodicTask
+from ._engine.signing import signer_from_settings
 from ._engine.validate import build_new_job, parse_states, validate_queue
 from ._maintenance.reclaim import reclaim_batch
 from .errors import LeaseLost, SchemaOutOfDate, ValidationError

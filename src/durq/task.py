@@ -11,8 +11,8 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ._drivers import Driver
 from ._engine import jobs
-from ._engine.validate import canonical_json
 from ._engine.secrets import Keyring
+from ._engine.validate import canonical_json
 from .errors import ConfigurationError, InvalidStage, SecretUnavailable
 from .retry import Classifier, Fail, RetryPolicy
 from .types import Artifact, Job

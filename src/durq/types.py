@@ -20,8 +20,8 @@ __all__ = [
     "Job",
     "JobState",
     "OutboxEvent",
-    "SealedSecrets",
     "RequeueResult",
+    "SealedSecrets",
     "WorkerInfo",
 ]
 

@@ -20,7 +20,7 @@ import hmac
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from fastapi import HTTPException, Request
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
 import threading
@@ -96,7 +97,11 @@ def test_dead_letter_event_carries_normalised_error(outbox_app: Callable[..., du
     assert app.run_job(job.id).state == "dead_letter"
     last = app.list_events(job_id=job.id)[-1]
     assert last.event_type == "job.dead_letter"
-    assert last.payload["error"] == {"code": "bad_input", "message": "the input was bad", "attempt": 1}
+    assert last.payload["error"] == {
+        "code": "bad_input",
+        "message": "the input was bad",
+        "attempt": 1,
+    }
 
 
 def test_full_jitter_backoff_stays_within_its_bounds() -> None:
@@ -129,7 +134,7 @@ def test_webhook_receiver_fails_then_succeeds_with_backoff(
     for event in events:
         times = receiver.arrivals[event.event_id]
         assert len(times) == 3
-        for attempt, (a, b) in enumerate(zip(times, times[1:], strict=False), start=1):
+        for attempt, (a, b) in enumerate(itertools.pairwise(times), start=1):
             ceiling = min(0.4, 0.2 * 2 ** (attempt - 1))
             assert b - a <= ceiling + poll_max + slack, (attempt, b - a)
     assert receiver.rejected == []

@@ -177,7 +177,7 @@ def test_stale_write_refused_multi_process(
         receiver.release.set()  # a's request is answered 200, but a cannot act on it yet
         start("b", "deliver", webhook_lease_seconds=1)
         wait_until(
-            lambda: app.get_event(event.event_id).worker_id.startswith("b:"),  # type: ignore[union-attr]
+            lambda: (app.get_event(event.event_id).worker_id or "").startswith("b:"),
             timeout=30,
             what="process b to take the event over",
         )
@@ -241,9 +241,10 @@ def test_outbox_delivery_under_kills_loses_nothing_keeps_order(
         settings = {"webhook_lease_seconds": 1, "webhook_batch_size": 25}
         live = [start(f"d{i}", "deliver", **settings) for i in range(3)]
         kills, deadline = 0, time.monotonic() + 120
-        while len(app.list_events(state="delivered", limit=1000)) < min(total, 1000) or len(
-            receiver.first
-        ) < total:
+        while (
+            len(app.list_events(state="delivered", limit=1000)) < min(total, 1000)
+            or len(receiver.first) < total
+        ):
             assert time.monotonic() < deadline, f"{len(receiver.first)}/{total} delivered"
             time.sleep(1.5)  # the kill cadence itself, not a wait for a condition
             victim = live.pop(kills % len(live))

@@ -68,7 +68,10 @@ def storage_app(make: Callable[..., durq.App]) -> durq.App:
     app = make(secret_keks={"k1": KEK}, max_refresh_attempts=2)
 
     @app.task(
-        name="fetch", pass_context=True, max_attempts=3, classifier=http_classifier,
+        name="fetch",
+        pass_context=True,
+        max_attempts=3,
+        classifier=http_classifier,
         retry=durq.Fixed([0]),
     )
     def fetch(ctx: durq.JobContext, url: str) -> dict[str, Any]:

@@ -42,7 +42,9 @@ def test_signature_matches_openssl_vector() -> None:
     assert headers["x-euterpe-event-id"] == "0b4c"
 
 
-def signed(now: float, nonce: str = NONCE, body: bytes = BODY, secrets: list[str] | None = None):
+def signed(
+    now: float, nonce: str = NONCE, body: bytes = BODY, secrets: list[str] | None = None
+) -> dict[str, str]:
     return Signer({"*": secrets or [SECRET]}).headers(None, body, "evt-1", now=now, nonce=nonce)
 
 

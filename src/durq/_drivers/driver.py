@@ -12,4 +12,5 @@ __all__ = ["Driver"]
 
 class Driver(JobQueries, RuntimeQueries, ApiQueries, OutboxQueries):
     """Connections (``base``), row decoding (``rows``) and the typed queries (``jobs``,
-    ``runtime``, ``api``, ``outbox``). Concrete drivers add the dialect: ``postgres``, ``sqlite``."""
+    ``runtime``, ``api``, ``outbox``). Concrete drivers add the dialect: ``postgres``,
+    ``sqlite``."""

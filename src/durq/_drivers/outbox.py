@@ -141,8 +141,9 @@ class OutboxQueries(RowCodec):
         if self.capabilities.listen_notify:
             ex.run("outbox_notify")
 
-    def outbox_counts(self, ex: Executor) -> dict[str, int]:
-        return {r["state"]: int(r["n"]) for r in ex.run("outbox_counts", {})}
+    def outbox_counts(self, ex: Executor) -> dict[str, tuple[int, int]]:
+        """``state → (events, delivery attempts)``."""
+        return {r["state"]: (int(r["n"]), int(r["attempts"])) for r in ex.run("outbox_counts", {})}
 
     def outbox_latencies(self, ex: Executor) -> list[float]:
         return [float(r["seconds"]) for r in ex.run("outbox_latencies", {})]

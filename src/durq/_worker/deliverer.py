@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -129,10 +130,8 @@ class Deliverer:
     def _wake_threadsafe(self, reason: str) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
                 loop.call_soon_threadsafe(self._wake.fire)
-            except RuntimeError:  # the loop is closing
-                pass
 
     # ---- claim -------------------------------------------------------------------------
 

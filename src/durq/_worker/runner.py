@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .._engine import pipeline
+from .._engine.identity import default_worker_id
 from .._engine.secrets import keyring_from_settings
 from .._engine.signing import signer_from_settings
-from .._engine.identity import default_worker_id
 from .._maintenance.loop import Maintenance
 from ..errors import ConfigurationError
 from .completer import Completer
@@ -166,7 +166,9 @@ class Worker:
         )
         self.notifier = Notifier(driver, self.queues, self._wake_threadsafe, listen=s.listen_notify)
         #: Outbox delivery in this process (``--no-deliveries`` turns it off).
-        self.deliverer = build_deliverer(driver, s, self.worker_id, self._db) if deliveries else None
+        self.deliverer = (
+            build_deliverer(driver, s, self.worker_id, self._db) if deliveries else None
+        )
         self.maintenance: Maintenance | None = None
         if maintenance:
             self.maintenance = Maintenance(
@@ -414,4 +416,3 @@ class Worker:
         if self.lost:
             parts.append(f"{self.lost} lost")
         return ", ".join(parts) or "no jobs"
-

@@ -35,15 +35,20 @@ def list_events(
         print_json({"counters": counters, "events": document} if counters else document)
         return
     if counters:
-        typer.echo(
-            "counters: "
-            + ", ".join(f"{name}={value}" for name, value in counters.items())
-        )
+        typer.echo("counters: " + ", ".join(f"{name}={value}" for name, value in counters.items()))
     table(
         f"{len(events)} event(s)",
         ["sequence", "event_id", "job", "type", "state", "attempts", "last_error"],
         [
-            (e.id, e.event_id, e.job_id, e.event_type, e.state, e.attempt, (e.last_error or "")[:50])
+            (
+                e.id,
+                e.event_id,
+                e.job_id,
+                e.event_type,
+                e.state,
+                e.attempt,
+                (e.last_error or "")[:50],
+            )
             for e in events
         ],
     )

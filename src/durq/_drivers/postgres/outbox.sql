@@ -80,6 +80,8 @@ SELECT pg_notify('durq_jobs', '__outbox__')
 -- Seconds from an event's creation to its delivery, for the latency histogram.
 SELECT EXTRACT(EPOCH FROM delivered_at - created_at) AS seconds
 FROM durq_outbox WHERE state = 'delivered'
+ORDER BY id DESC
+LIMIT 10000
 
 -- name: secret_insert
 INSERT INTO durq_job_secrets (job_id, owner, credential_version, secrets_encrypted,

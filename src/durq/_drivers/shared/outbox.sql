@@ -4,7 +4,8 @@
 DELETE FROM durq_outbox WHERE job_id = :id
 
 -- name: outbox_counts
-SELECT state, count(*) AS n FROM durq_outbox GROUP BY state
+SELECT state, count(*) AS n, COALESCE(sum(attempt), 0) AS attempts
+FROM durq_outbox GROUP BY state
 
 -- name: secret_get
 SELECT job_id, owner, credential_version, secrets_encrypted, secrets_dek_wrapped,

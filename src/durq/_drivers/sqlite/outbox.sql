@@ -69,7 +69,10 @@ WHERE event_id = :event_id AND state IN ('dead_letter', 'delivered')
 RETURNING {outbox_columns}
 
 -- name: outbox_latencies
+-- Seconds from an event's creation to its delivery (the latest 10,000).
 SELECT delivered_at - created_at AS seconds FROM durq_outbox WHERE state = 'delivered'
+ORDER BY id DESC
+LIMIT 10000
 
 -- name: secret_insert
 INSERT INTO durq_job_secrets (job_id, owner, credential_version, secrets_encrypted,
