@@ -145,7 +145,7 @@ def test_lease_expiry_reclaim_multi_process(
         first = start("a", "deliver", webhook_lease_seconds=1)
         wait_until(lambda: receiver.attempts[event.event_id] == 1, what="process a to send")
         held = app.get_event(event.event_id)
-        assert held.state == "delivering" and held.worker_id.startswith("a:")
+        assert held.state == "delivering" and (held.worker_id or "").startswith("a:")
         first.kill()  # SIGKILL: no release, its lease must expire
         receiver.hang.clear()
         start("b", "deliver", webhook_lease_seconds=1)
