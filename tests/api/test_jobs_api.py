@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import durq
-from durq._maintenance import prune
 from durq.api.schemas import JobOut
+from durq._maintenance import prune
 
 from .conftest import INTERNAL_TOKEN, Api
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import durq
-from durq._maintenance import periodic
 from durq.errors import ConfigurationError
+from durq._maintenance import periodic
 
 from .support import WorkerProcess, wait_until
 
