@@ -20,7 +20,7 @@ from .errors import LeaseLost, SchemaOutOfDate, ValidationError
 from .outbox import OutboxOperations
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
-from .settings import Settings
+from .settings import Settings, load_settings
 from .task import Task
 from .types import Artifact, Attempt, Job, RequeueResult, WorkerInfo
 
@@ -52,9 +52,9 @@ class App(OutboxOperations, TaskRegistry):
 
     def __init__(self, database_url: str | None = None, *, settings: Settings | None = None):
         if settings is None:
-            settings = Settings(database_url=database_url) if database_url else Settings()
+            settings = load_settings(database_url=database_url) if database_url else load_settings()
         elif database_url is not None:
-            settings = settings.model_copy(update={"database_url": database_url})
+            settings = load_settings(**settings.model_dump(), database_url=database_url)
         super().__init__(settings)
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()
@@ -76,6 +76,7 @@ class App(OutboxOperations, TaskRegistry):
                         pool_max_size=s.pool_max_size,
                         sqlite_synchronous=s.sqlite_synchronous,
                         sqlite_busy_timeout_ms=s.sqlite_busy_timeout_ms,
+                        pgbouncer=s.pgbouncer,
                     )
         return self._driver
 
@@ -126,9 +127,15 @@ class App(OutboxOperations, TaskRegistry):
         created_by: str | None = None,
         request_hash: str | None = None,
         webhook_url: str | None = None,
+        unchecked: bool = False,
     ) -> NewJob:
-        """Validate an enqueue request into a ``NewJob`` (pure: nothing is written)."""
-        name, known = self._resolve(task)
+        """Validate an enqueue request into a ``NewJob`` (pure: nothing is written).
+
+        A task this App defines has its arguments checked against its signature. A task
+        name it does not know is refused (with the closest known name) unless
+        ``unchecked=True`` says the task lives in another code base, or the App defines no
+        task at all (a producer without the code)."""
+        name, known = self._resolve(task, unchecked=unchecked)
         new = build_new_job(
             task=name,
             args=args,
@@ -150,6 +157,8 @@ class App(OutboxOperations, TaskRegistry):
             idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
             request_hash_override=request_hash,
         )
+        if known is not None:
+            known.check_args(args or {})
         return self.with_webhook(new, webhook_url)
 
     def enqueue(
@@ -170,6 +179,7 @@ class App(OutboxOperations, TaskRegistry):
         webhook_url: str | None = None,
         secrets: dict[str, Any] | None = None,
         refresh_url: str | None = None,
+        unchecked: bool = False,
     ) -> Job:
         """Enqueue one job and return it.
 
@@ -196,6 +206,7 @@ class App(OutboxOperations, TaskRegistry):
             idempotency_ttl=idempotency_ttl,
             created_by=created_by,
             webhook_url=webhook_url,
+            unchecked=unchecked,
         )
         if secrets is None and refresh_url is None:
             return self.insert(new, connection=connection)[0]
@@ -296,7 +307,7 @@ class App(OutboxOperations, TaskRegistry):
         limit: int = 100,
     ) -> list[Job]:
         """Newest first. Page with ``before_id`` = the last id of the previous page."""
-        states_ = parse_states(state)
+        states_ = _checked_filters(state, created_after, created_before)
         if (
             isinstance(limit, bool)
             or not isinstance(limit, int)
@@ -305,9 +316,6 @@ class App(OutboxOperations, TaskRegistry):
             raise ValidationError(
                 f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}"
             )
-        for name, value in (("created_after", created_after), ("created_before", created_before)):
-            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-                raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")
         with self.driver.read() as ex:
             return self.driver.job_list(
                 ex,
@@ -319,6 +327,29 @@ class App(OutboxOperations, TaskRegistry):
                 created_before=created_before,
                 before_id=before_id,
                 limit=limit,
+            )
+
+    def count_jobs(
+        self,
+        *,
+        state: str | list[str] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        created_by: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+    ) -> int:
+        """How many jobs match the filters of :meth:`list_jobs` (all pages together)."""
+        states_ = _checked_filters(state, created_after, created_before)
+        with self.driver.read() as ex:
+            return self.driver.job_count(
+                ex,
+                states_=states_,
+                queue=queue,
+                task=task,
+                created_by=created_by,
+                created_after=created_after,
+                created_before=created_before,
             )
 
     def attempts(self, job_id: int) -> list[Attempt]:
@@ -452,3 +483,12 @@ class App(OutboxOperations, TaskRegistry):
     def reclaim_expired(self, limit: int = 100) -> list[Job]:
         """Expired leases → ``retry_wait`` or ``dead_letter`` (the lost attempt is recorded)."""
         return reclaim_batch(self.driver, limit)
+
+
+def _checked_filters(
+    state: str | list[str] | None, created_after: datetime | None, created_before: datetime | None
+) -> list[str] | None:
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+            raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")
+    return parse_states(state)

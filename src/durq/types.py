@@ -135,6 +135,7 @@ class Attempt:
     outcome: str
     error_code: str | None
     error_message: str | None
+    traceback: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +149,7 @@ class Attempt:
             "outcome": self.outcome,
             "error_code": self.error_code,
             "error_message": self.error_message,
+            "traceback": self.traceback,
         }
 
 

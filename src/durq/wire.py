@@ -62,6 +62,7 @@ class AttemptOut(BaseModel):
     outcome: str
     error_code: str | None
     error_message: str | None
+    traceback: str | None = None
 
 
 class ArtifactOut(BaseModel):

@@ -76,6 +76,8 @@ class FinishRequest:
     change: states.Change
     runtime_ms: int | None
     artifacts: Sequence[Artifact] = ()
+    #: The formatted traceback of a failed attempt, stored with its attempt record.
+    traceback: str | None = None
 
 
 class DriverCore(ABC):

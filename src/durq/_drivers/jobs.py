@@ -18,7 +18,12 @@ from .base import FinishRequest, NewJob
 from .rows import RowCodec, epoch
 from .sql import Executor
 
-__all__ = ["JobQueries"]
+__all__ = ["JobQueries", "claim_order"]
+
+
+def claim_order(job: Job) -> tuple[int, datetime, int]:
+    """The order claims pick jobs in: priority (lower first), then run_at, then id."""
+    return (job.priority, job.run_at, job.id)
 
 
 class JobQueries(RowCodec):
@@ -60,7 +65,9 @@ class JobQueries(RowCodec):
     def idem_get(self, ex: Executor, scope: str, key: str) -> Mapping[str, Any] | None:
         """``{job_id, args_hash, expired}`` for the key, or None."""
         rows = ex.run("idem_get", {"scope": scope, "key": key, "now": self.now_param()})
-        return rows[0] if rows else None
+        if not rows:
+            return None
+        return {**rows[0], "expired": bool(rows[0]["expired"])}  # SQLite answers 0/1
 
     def idem_delete(self, ex: Executor, scope: str, key: str) -> None:
         ex.run("idem_delete", {"scope": scope, "key": key, "now": self.now_param()})
@@ -102,7 +109,40 @@ class JobQueries(RowCodec):
         before_id: int | None,
         limit: int,
     ) -> list[Job]:
-        params = {
+        params = self._filter_params(
+            states_, queue, task, created_by, created_after, created_before, before_id
+        )
+        rows = ex.run("job_list", params | {"limit": limit})
+        return [self.job_from_row(r) for r in rows]
+
+    def job_count(
+        self,
+        ex: Executor,
+        *,
+        states_: Sequence[str] | None,
+        queue: str | None,
+        task: str | None,
+        created_by: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+    ) -> int:
+        """How many jobs ``job_list`` would find with these filters and no page limit."""
+        params = self._filter_params(
+            states_, queue, task, created_by, created_after, created_before, None
+        )
+        return int(ex.run("job_count", params)[0]["n"])
+
+    def _filter_params(
+        self,
+        states_: Sequence[str] | None,
+        queue: str | None,
+        task: str | None,
+        created_by: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+        before_id: int | None,
+    ) -> dict[str, Any]:
+        return {
             "states": self.list_param(states_),
             "queue": queue,
             "task": task,
@@ -110,9 +150,7 @@ class JobQueries(RowCodec):
             "created_after": self.ts_param(created_after),
             "created_before": self.ts_param(created_before),
             "before_id": before_id,
-            "limit": limit,
         }
-        return [self.job_from_row(r) for r in ex.run("job_list", params)]
 
     def attempt_list(self, ex: Executor, job_id: int) -> list[Attempt]:
         return [self.attempt_from_row(r) for r in ex.run("attempt_list", {"job_id": job_id})]
@@ -141,7 +179,10 @@ class JobQueries(RowCodec):
             "lease_seconds": lease_seconds,
             "now": self.now_param(),
         }
-        return list(map(self.job_from_values, ex.values("job_claim", params)))
+        jobs = list(map(self.job_from_values, ex.values("job_claim", params)))
+        # RETURNING comes back in the order the UPDATE visited the rows, not the pick order.
+        jobs.sort(key=claim_order)
+        return jobs
 
     def job_claim_id(
         self, ex: Executor, job_id: int, *, worker_id: str, lease_seconds: float
@@ -218,6 +259,7 @@ class JobQueries(RowCodec):
             "worker_id": req.worker_id,
             "runtime_ms": req.runtime_ms,
             "outcome": change.attempt_outcome,
+            "traceback": req.traceback,
             "now": self.now_param(),
         }
         rows = ex.run("job_finish", params)

@@ -137,9 +137,9 @@ class OutboxQueries(RowCodec):
         return self.event_from_row(rows[0]) if rows else None
 
     def outbox_notify(self, ex: Executor) -> None:
-        """Wake delivery workers in other processes (where the database can)."""
-        if self.capabilities.listen_notify:
-            ex.run("outbox_notify")
+        """Wake delivery workers in other processes (a no-op where the database has no
+        notifications; those workers poll)."""
+        ex.run("outbox_notify")
 
     def outbox_counts(self, ex: Executor) -> dict[str, tuple[int, int]]:
         """``state → (events, delivery attempts)``."""

@@ -146,6 +146,7 @@ class RowCodec(DriverCore):
             outcome=r["outcome"],
             error_code=r["error_code"],
             error_message=r["error_message"],
+            traceback=r.get("traceback"),
         )
 
     def artifact_from_row(self, r: Mapping[str, Any]) -> Artifact:

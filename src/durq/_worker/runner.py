@@ -34,6 +34,7 @@ from .._engine.secrets import keyring_from_settings
 from .._engine.signing import signer_from_settings
 from .._maintenance.loop import Maintenance
 from ..errors import ConfigurationError
+from ..settings import redact_url
 from .completer import Completer
 from .config import TaskThreads, WorkerApp, resolve_queues, worker_settings
 from .delivery_process import build_deliverer
@@ -287,9 +288,10 @@ class Worker:
     def _log_started(self) -> None:
         s = self.settings
         log.info(
-            "worker %s started: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
+            "worker %s started on %s: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
             "heartbeat=%gs shutdown_timeout=%gs wake-ups=%s%s",
             self.worker_id,
+            redact_url(self.driver.url),
             ",".join(self.queues),
             s.concurrency,
             s.poll_interval,
@@ -298,6 +300,7 @@ class Worker:
             s.shutdown_timeout,
             self.notifier.mode,
             f" max_jobs={self.max_jobs}" if self.max_jobs else "",
+            extra={"worker_id": self.worker_id, "database": redact_url(self.driver.url)},
         )
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,7 +10,19 @@ import typer
 
 from ..types import Job
 from ..wire import ArtifactOut, AttemptOut, JobOut, dump, requeue_view
-from .common import AppOption, JsonOption, UrlOption, durq_errors, load_app, print_json, table
+from .common import (
+    AppOption,
+    JsonOption,
+    UrlOption,
+    console,
+    durq_errors,
+    load_app,
+    print_json,
+    table,
+)
+
+#: How many closing lines of a traceback ``jobs show`` prints (--json has all of it).
+TRACEBACK_LINES = 6
 
 jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
 
@@ -33,21 +46,26 @@ def list_jobs(
 ) -> None:
     """List jobs, newest first."""
     app = load_app(app_spec, database_url)
+    filters: dict[str, Any] = {
+        "state": state or None,
+        "queue": queue,
+        "task": task,
+        "created_after": _utc(created_after),
+        "created_before": _utc(created_before),
+    }
     with durq_errors():
-        jobs = app.list_jobs(
-            state=state or None,
-            queue=queue,
-            task=task,
-            created_after=_utc(created_after),
-            created_before=_utc(created_before),
-            before_id=before_id,
-            limit=limit,
-        )
+        jobs = app.list_jobs(**filters, before_id=before_id, limit=limit)
+        total = app.count_jobs(**filters) if len(jobs) == limit or before_id else len(jobs)
     if as_json:
         print_json([job_json(j) for j in jobs])
         return
+    title = f"{len(jobs)} job(s)"
+    if len(jobs) < total:  # never cut a listing silently
+        title = f"showing {len(jobs)} of {total} job(s)"
+        if jobs:
+            title += f"; next page: --before-id {jobs[-1].id} (or a larger --limit)"
     table(
-        f"{len(jobs)} job(s)",
+        title,
         ["id", "queue", "task", "state", "attempt", "run_at", "last_error"],
         [
             (
@@ -95,6 +113,17 @@ def show(
             for a in attempts
         ],
     )
+    for a in attempts:
+        if a.traceback:
+            head = "\n".join(a.traceback.rstrip().splitlines()[-TRACEBACK_LINES:])
+            console.print(f"[bold]attempt {a.attempt} traceback (end):[/]", highlight=False)
+            console.print(head, markup=False, highlight=False)
+    if artifacts:
+        table(
+            "artifacts",
+            ["type", "ref", "payload"],
+            [(a.artifact_type, a.ref, json.dumps(a.payload)[:80]) for a in artifacts],
+        )
 
 
 @jobs_app.command("cancel")

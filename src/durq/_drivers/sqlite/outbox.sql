@@ -74,6 +74,10 @@ SELECT delivered_at - created_at AS seconds FROM durq_outbox WHERE state = 'deli
 ORDER BY id DESC
 LIMIT 10000
 
+-- name: outbox_notify
+-- SQLite delivery workers poll; nothing to wake.
+SELECT 1 AS ok
+
 -- name: secret_insert
 INSERT INTO durq_job_secrets (job_id, owner, credential_version, secrets_encrypted,
                               secrets_dek_wrapped, secrets_kek_id, secrets_encryption_version,
