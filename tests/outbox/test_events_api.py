@@ -48,3 +48,16 @@ def test_events_over_http_and_metrics(outbox_app: Callable[..., durq.App]) -> No
         assert again.status_code == 200 and again.json()["data"]["state"] == "pending"
     assert 'durq_webhook_deliveries_total{outcome="dead_letter"} 1.0' in metrics
     assert "durq_webhook_delivery_latency_seconds_bucket" in metrics
+
+
+def test_events_page_past_the_largest_sequence_is_refused(
+    outbox_app: Callable[..., durq.App],
+) -> None:
+    app = outbox_app(api_rate_limit_per_second=0)
+    op = {"Authorization": f"Bearer {KeyService(app).create('ops', 'operator')[1]}"}
+    with serving_api(app) as base:
+        last = httpx.get(f"{base}/v1/events", params={"after": 2**63 - 1}, headers=op)
+        past = httpx.get(f"{base}/v1/events", params={"after": 2**63}, headers=op)
+    assert (last.status_code, last.json()["data"]) == (200, [])
+    assert past.status_code == 422, past.text
+    assert past.json()["error"]["code"] == "E_VALIDATION"

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from ...wire import EventOut, JobEventsOut
 from ..auth import Principal, require
-from ..schemas import Data
+from ..schemas import MAX_JOB_ID, Data
 from ..service import Service, get_service
 from . import AUTHENTICATED, error_responses
 from .jobs import JobIdPath, visible_job
@@ -54,7 +54,9 @@ def list_events(
     state: Annotated[
         Literal["pending", "delivering", "delivered", "dead_letter"] | None, Query()
     ] = None,
-    after: Annotated[int | None, Query(ge=0, description="Page: after this sequence")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_JOB_ID, description="Page: after this sequence")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> dict[str, Any]:
     events = service.app.list_events(state=state, after_id=after, limit=limit)
