@@ -17,14 +17,13 @@ import json
 import logging
 from typing import Any
 
-import httpx
-
 from .._drivers import Driver
 from ..errors import LeaseLost
 from ..retry import Fail, RefreshCredentials, Retry, Snooze, TaskSignal
 from ..states import Outcome
 from ..task import JobContext, Task
 from ..types import Job
+from .http import httpx_module
 from .signing import Signer
 
 __all__ = ["refresh", "refresh_signal"]
@@ -79,6 +78,7 @@ def refresh(
         sort_keys=True,
     ).encode()
     headers = signer.headers(sealed.owner, body, f"refresh-{job.id}-{count}")
+    httpx = httpx_module()
     try:
         answer = httpx.post(sealed.refresh_url, content=body, headers=headers, timeout=timeout)
         status: int | None = answer.status_code

@@ -14,14 +14,14 @@ import base64
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, SecretUnavailable, ValidationError
 from ..settings import Settings
 from ..types import SealedSecrets
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 __all__ = ["ENCRYPTION_VERSION", "Keyring", "aad_for", "keyring_from_settings", "parse_kek"]
 
@@ -48,14 +48,33 @@ def parse_kek(kek_id: str, encoded: str) -> bytes:
     return key
 
 
+def _aesgcm() -> type[AESGCM]:
+    """AES-GCM from ``cryptography`` (the ``secrets`` extra), imported when secrets are
+    first sealed or opened: an install without job secrets does not need it."""
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError:
+        raise ConfigurationError(
+            "job secrets need the cryptography package: pip install 'durq[secrets]'"
+        ) from None
+    return AESGCM
+
+
 def _seal(key: bytes, plaintext: bytes, aad: bytes) -> str:
     nonce = os.urandom(_NONCE)
-    return base64.b64encode(nonce + AESGCM(key).encrypt(nonce, plaintext, aad)).decode()
+    return base64.b64encode(nonce + _aesgcm()(key).encrypt(nonce, plaintext, aad)).decode()
 
 
 def _open(key: bytes, sealed: str, aad: bytes) -> bytes:
+    """The plaintext; ``ValueError`` if it does not authenticate under ``key`` and ``aad``."""
+    aesgcm = _aesgcm()
+    from cryptography.exceptions import InvalidTag
+
     raw = base64.b64decode(sealed)
-    return AESGCM(key).decrypt(raw[:_NONCE], raw[_NONCE:], aad)
+    try:
+        return aesgcm(key).decrypt(raw[:_NONCE], raw[_NONCE:], aad)
+    except InvalidTag:
+        raise ValueError("the sealed blob does not authenticate") from None
 
 
 class Keyring:
@@ -108,7 +127,7 @@ class Keyring:
             plaintext = json.dumps(dict(values), sort_keys=True).encode()
         except (TypeError, ValueError):
             raise ValidationError("secrets must be a JSON object of plain values") from None
-        dek = AESGCM.generate_key(bit_length=256)
+        dek = _aesgcm().generate_key(bit_length=256)
         aad = aad_for(job_id, owner, credential_version)
         return SealedSecrets(
             job_id=job_id,
@@ -132,7 +151,7 @@ class Keyring:
         aad = aad_for(sealed.job_id, sealed.owner, sealed.credential_version)
         try:
             values: dict[str, Any] = json.loads(_open(dek, sealed.encrypted, aad))
-        except (InvalidTag, ValueError):
+        except ValueError:
             raise SecretUnavailable(
                 f"job {sealed.job_id}: its secrets failed authentication (tampered, or sealed "
                 "for another job, owner or credential_version)"
@@ -148,7 +167,7 @@ class Keyring:
         kek = self._kek(sealed.kek_id, sealed.job_id)
         try:
             return _open(kek, sealed.dek_wrapped, sealed.kek_id.encode())
-        except (InvalidTag, ValueError):
+        except ValueError:
             raise SecretUnavailable(
                 f"job {sealed.job_id}: its wrapped data key does not open under KEK "
                 f"{sealed.kek_id!r} (tampered, or a different key under that id)"

@@ -22,17 +22,19 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from .._drivers import DeliveryWrite, Driver
 from .._engine import delivery
 from .._engine.delivery import DeliveryPolicy
+from .._engine.http import httpx_module
 from .._engine.signing import Signer
 from .._maintenance.reclaim import reclaim_deliveries
 from ..errors import LeaseLost
 from ..types import OutboxEvent
+
+if TYPE_CHECKING:
+    import httpx
 from .completer import Completer
 from .inflight import Pulse
 from .notifier import Notifier
@@ -87,6 +89,7 @@ class Deliverer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._client: httpx.AsyncClient | None = None
+        self._httpx = httpx_module()  # a clear error now, not at the first event
         self._next_reclaim = 0.0
         self.completer: Completer[OutboxEvent, DeliveryWrite] = Completer(
             driver,
@@ -102,7 +105,7 @@ class Deliverer:
 
     def start(self) -> None:
         self._loop = loop = asyncio.get_running_loop()
-        self._client = httpx.AsyncClient(timeout=self.timeout)
+        self._client = self._httpx.AsyncClient(timeout=self.timeout)
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self.completer.start()
         self.notifier.start()
@@ -194,7 +197,7 @@ class Deliverer:
                 status = answer.status_code
                 if not 200 <= status < 300:
                     error = f"HTTP {status}: {answer.text[:200]}"
-            except httpx.HTTPError as exc:
+            except self._httpx.HTTPError as exc:
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
             self.latencies.append(time.monotonic() - started)
         if event.id not in self.held:

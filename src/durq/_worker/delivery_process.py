@@ -12,13 +12,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._drivers import Driver
+from .._engine import http
 from .._engine.delivery import DeliveryPolicy
 from .._engine.identity import default_worker_id
 from .._engine.signing import signer_from_settings
 from ..settings import Settings
 from .deliverer import Deliverer
 
-__all__ = ["DeliveryWorker", "build_deliverer"]
+__all__ = ["DeliveryWorker", "build_deliverer", "deliverer_for_worker"]
 
 log = logging.getLogger("durq.deliver")
 
@@ -42,6 +43,22 @@ def build_deliverer(
         poll=(s.webhook_poll_min, max(s.webhook_poll_min, s.webhook_poll_max)),
         listen=s.listen_notify,
     )
+
+
+def deliverer_for_worker(
+    driver: Driver, s: Settings, worker_id: str, db: Callable[..., Any], deliveries: bool
+) -> Deliverer | None:
+    """The delivery service a job worker runs beside its jobs: none with
+    ``--no-deliveries``, and none (said once) where httpx is not installed."""
+    if not deliveries:
+        return None
+    if not http.available():
+        log.warning(
+            "outbox events are not delivered by this worker: webhook delivery needs httpx (%s)",
+            http.INSTALL_HINT,
+        )
+        return None
+    return build_deliverer(driver, s, worker_id, db)
 
 
 class DeliveryWorker:

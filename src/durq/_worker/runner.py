@@ -37,7 +37,7 @@ from ..errors import ConfigurationError
 from ..settings import redact_url
 from .completer import Completer
 from .config import TaskThreads, WorkerApp, resolve_queues, worker_settings
-from .delivery_process import build_deliverer
+from .delivery_process import deliverer_for_worker
 from .executor import Executor
 from .heartbeater import Heartbeater
 from .inflight import InFlightJobs
@@ -167,9 +167,7 @@ class Worker:
         )
         self.notifier = Notifier(driver, self.queues, self._wake_threadsafe, listen=s.listen_notify)
         #: Outbox delivery in this process (``--no-deliveries`` turns it off).
-        self.deliverer = (
-            build_deliverer(driver, s, self.worker_id, self._db) if deliveries else None
-        )
+        self.deliverer = deliverer_for_worker(driver, s, self.worker_id, self._db, deliveries)
         self.maintenance: Maintenance | None = None
         if maintenance:
             self.maintenance = Maintenance(
