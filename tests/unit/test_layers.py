@@ -39,6 +39,9 @@ LAZY_ALLOWED = {
     ("durq.cli.serve", "uvicorn"),
     ("durq.cli.serve", "durq.api"),
     ("durq.cli.keys", "durq.api.keys"),
+    ("durq._engine.http", "httpx"),  # the webhooks extra
+    ("durq._engine.secrets", "cryptography.exceptions"),  # the secrets extra
+    ("durq._engine.secrets", "cryptography.hazmat.primitives.ciphers.aead"),
 }
 
 
