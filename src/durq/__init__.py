@@ -17,10 +17,19 @@ from .errors import (
     UnknownTask,
     ValidationError,
 )
-from .retry import Exponential, Fail, Fixed, Retry, Snooze
+from .retry import (
+    Exponential,
+    Fail,
+    Fixed,
+    HttpStatusError,
+    RefreshCredentials,
+    Retry,
+    Snooze,
+    http_classifier,
+)
 from .settings import Settings
 from .task import JobContext, Task
-from .types import Artifact, Attempt, Finished, Job, JobState, RequeueResult
+from .types import Artifact, Attempt, Finished, Job, JobState, OutboxEvent, RequeueResult
 
 __all__ = [
     "App",
@@ -35,6 +44,7 @@ __all__ = [
     "Fail",
     "Finished",
     "Fixed",
+    "HttpStatusError",
     "IdempotencyConflict",
     "InvalidStage",
     "InvalidTransition",
@@ -44,6 +54,8 @@ __all__ = [
     "JobNotFound",
     "JobState",
     "LeaseLost",
+    "OutboxEvent",
+    "RefreshCredentials",
     "RequeueResult",
     "Retry",
     "SchemaOutOfDate",
@@ -53,6 +65,7 @@ __all__ = [
     "UnknownTask",
     "ValidationError",
     "Worker",
+    "http_classifier",
 ]
 
 __version__ = "0.1.0"

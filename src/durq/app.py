@@ -14,9 +14,11 @@ from ._engine.enqueue import insert_job, insert_jobs
 from ._engine.identity import default_worker_id
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
+from ._engine.signing import signer_from_settings
 from ._engine.validate import build_new_job, parse_states, validate_queue
 from ._maintenance.reclaim import reclaim_batch
 from .errors import LeaseLost, SchemaOutOfDate, ValidationError
+from .outbox import OutboxOperations
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
 from .settings import Settings, load_settings
@@ -43,7 +45,7 @@ class EnqueueRequest:
         self.options = options
 
 
-class App(TaskRegistry):
+class App(OutboxOperations, TaskRegistry):
     """A durq application: where jobs live and which tasks this process knows.
 
     ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).
@@ -125,6 +127,7 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         request_hash: str | None = None,
+        webhook_url: str | None = None,
         unchecked: bool = False,
     ) -> NewJob:
         """Validate an enqueue request into a ``NewJob`` (pure: nothing is written).
@@ -157,7 +160,7 @@ class App(TaskRegistry):
         )
         if known is not None:
             known.check_args(args or {})
-        return new
+        return self.with_webhook(new, webhook_url)
 
     def enqueue(
         self,
@@ -174,9 +177,17 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         connection: Any = None,
+        webhook_url: str | None = None,
+        secrets: dict[str, Any] | None = None,
+        refresh_url: str | None = None,
         unchecked: bool = False,
     ) -> Job:
         """Enqueue one job and return it.
+
+        With ``webhook_url=`` every state change of the job is delivered there as a signed
+        event (written in the same transaction as the change). With ``secrets=`` the
+        values are sealed (envelope encryption) and readable only by the running task
+        (``ctx.secrets``); ``refresh_url=`` is called when the storage refuses them.
 
         With ``connection=`` (a SQLAlchemy ``Connection``/``Session`` or a DB-API connection)
         the job is written in the caller's transaction: it exists iff the caller commits.
@@ -195,25 +206,53 @@ class App(TaskRegistry):
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl,
             created_by=created_by,
+            webhook_url=webhook_url,
             unchecked=unchecked,
         )
-        return self.insert(new, connection=connection)[0]
+        if secrets is None and refresh_url is None:
+            return self.insert(new, connection=connection)[0]
+        values = self.check_secrets(secrets, refresh_url)
+        return self.insert(new, connection=connection, secrets=values, refresh_url=refresh_url)[0]
 
-    def insert(self, new: NewJob, *, connection: Any = None) -> tuple[Job, bool]:
-        """Write a validated ``NewJob``: ``(job, created)``, under an enqueue span when
-        tracing is on."""
+    def insert(
+        self,
+        new: NewJob,
+        *,
+        connection: Any = None,
+        secrets: dict[str, Any] | None = None,
+        refresh_url: str | None = None,
+    ) -> tuple[Job, bool]:
+        """Write a validated ``NewJob``: ``(job, created)``; its secrets in the same
+        transaction; under an enqueue span when tracing is on."""
         if not _tracing.active():
-            return self._insert(new, connection)
+            return self._insert(new, connection, secrets, refresh_url)
         with _tracing.enqueuing([new]) as traced:
-            job, created = self._insert(traced.jobs[0], connection)
+            job, created = self._insert(traced.jobs[0], connection, secrets, refresh_url)
             traced.inserted([job])
         return job, created
 
-    def _insert(self, new: NewJob, connection: Any) -> tuple[Job, bool]:
+    def _insert(
+        self,
+        new: NewJob,
+        connection: Any,
+        secrets: dict[str, Any] | None,
+        refresh_url: str | None,
+    ) -> tuple[Job, bool]:
         driver = self.driver
-        if connection is not None:
+        if secrets is not None:
+            if connection is not None:
+                ex = driver.foreign_executor(connection)
+                job, created = insert_job(driver, ex, new)
+                if created:
+                    self.store_secrets(ex, job, secrets, refresh_url)
+                return job, created
+            with driver.transaction() as ex:
+                job, created = insert_job(driver, ex, new)
+                if created:
+                    self.store_secrets(ex, job, secrets, refresh_url)
+        elif connection is not None:
             return insert_job(driver, driver.foreign_executor(connection), new)
-        if new.idempotency_key is None:  # a single statement: let it commit by itself
+        elif new.idempotency_key is None:  # a single statement: let it commit by itself
             with driver.autocommit() as ex:
                 job, created = insert_job(driver, ex, new)
         else:
@@ -451,7 +490,14 @@ class App(TaskRegistry):
         return done
 
     def _run_claimed(self, job: Job, worker_id: str, trace_context: str | None = None) -> Job:
-        runtime = pipeline.Runtime(self.driver, self.tasks, self.settings.lease_seconds)
+        runtime = pipeline.Runtime(
+            self.driver,
+            self.tasks,
+            self.settings.lease_seconds,
+            keyring=self.keyring,
+            signer=signer_from_settings(self.settings),
+            refresh_timeout=self.settings.refresh_timeout,
+        )
         execution = pipeline.run_sync(runtime, job, worker_id, trace_context)
         req = pipeline.conclude(execution, worker_id)
         if req is None:  # the task's own fenced write found the lease lost

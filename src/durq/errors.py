@@ -13,7 +13,10 @@
     ├── IdempotencyConflict         same key, different request
     ├── InvalidTransition           a state change the TRANSITIONS table forbids
     ├── InvalidStage                a stage change out of the task's declared order
-    └── LeaseLost                   a fenced write matched no row: another owner has the job
+    ├── LeaseLost                   a fenced write matched no row: another owner has the job
+    ├── EventNotFound               no outbox event with that id
+    └── SecretUnavailable           a job's secrets cannot be opened (tampered, wrong job,
+                                    retired or unknown key-encryption key)
 
 Control-flow signals raised *by tasks* live in :mod:`durq.retry` (``Retry``, ``Fail``,
 ``Snooze``); they are not errors of durq itself.
@@ -25,6 +28,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseUnavailable",
     "DurqError",
+    "EventNotFound",
     "IdempotencyConflict",
     "InvalidStage",
     "InvalidTransition",
@@ -32,6 +36,7 @@ __all__ = [
     "JobNotFound",
     "LeaseLost",
     "SchemaOutOfDate",
+    "SecretUnavailable",
     "UnknownTask",
     "ValidationError",
 ]
@@ -130,3 +135,17 @@ class LeaseLost(DurqError):
             "holds it now or it is no longer running; abandon it. If this happens often, "
             "raise lease_seconds or heartbeat more often"
         )
+
+
+class EventNotFound(DurqError, LookupError):
+    code = "E_EVENT_NOT_FOUND"
+
+    def __init__(self, event_id: str) -> None:
+        self.event_id = event_id
+        super().__init__(f"no outbox event {event_id!r}; list them with `durq events list`")
+
+
+class SecretUnavailable(DurqError):
+    """A job's sealed secrets cannot be opened. The message never holds key material."""
+
+    code = "E_SECRET_UNAVAILABLE"

@@ -23,10 +23,13 @@ __all__ = [
     "Exponential",
     "Fail",
     "Fixed",
+    "HttpStatusError",
+    "RefreshCredentials",
     "Retry",
     "RetryPolicy",
     "Snooze",
     "TaskSignal",
+    "http_classifier",
     "policy_from_dict",
 ]
 
@@ -191,6 +194,69 @@ class Snooze(TaskSignal):
             raise ValueError(f"Snooze(seconds) must be >= 0, got {seconds}")
         self.seconds = clamp_delay(seconds)
         super().__init__(f"snoozed for {self.seconds:g}s")
+
+
+class RefreshCredentials(TaskSignal):
+    """The storage refused the job's credentials (401/403): ask the requester for new ones.
+
+    The worker calls the job's ``refresh_url`` (a signed request), re-reads the job and runs
+    it again, without spending an execution attempt, only if ``credential_version``
+    advanced; otherwise the attempt fails by the retry policy. Refreshes have their own
+    bounded counter (``refresh_attempts``)."""
+
+    def __init__(self, message: str = "credentials refused") -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class HttpStatusError(Exception):
+    """An HTTP answer a task treats as an error; :func:`http_classifier` sorts it."""
+
+    def __init__(self, status: int, message: str = "", retry_after: float | None = None) -> None:
+        self.status = status
+        self.retry_after = retry_after
+        super().__init__(message or f"HTTP {status}")
+
+
+#: Seconds a 429 waits at least: the larger bucket of the rate-limited class.
+RATE_LIMIT_BUCKET = 30.0
+_BACKOFF_STATUSES = frozenset({423, 500, 502, 503, 504})
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries: ours, httpx's, or an S3 client's."""
+    for candidate in (exc, getattr(exc, "response", None)):
+        for attr in ("status", "status_code"):
+            value = getattr(candidate, attr, None)
+            if isinstance(value, int):
+                return value
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):  # botocore's ClientError
+        value = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def http_classifier(exc: BaseException) -> TaskSignal | None:
+    """The built-in HTTP retry classes: 423/500/502/503/504 retry by the policy's backoff;
+    429 retries after the larger of ``Retry-After`` and :data:`RATE_LIMIT_BUCKET`; 401/403
+    refresh the credentials; any other 4xx fails at once. Other errors: default rule."""
+    status = _status_of(exc)
+    if status is None:
+        return None
+    message = str(exc) or f"HTTP {status}"
+    if status in (401, 403):
+        return RefreshCredentials(f"HTTP {status}: {message}")
+    if status == 429:
+        after = getattr(exc, "retry_after", None)
+        wait = max(float(after) if isinstance(after, int | float) else 0.0, RATE_LIMIT_BUCKET)
+        return Retry(wait, code="http_429", message=message)
+    if status in _BACKOFF_STATUSES:
+        return Retry(code=f"http_{status}", message=message)
+    if 400 <= status < 500:
+        return Fail(f"http_{status}", message)
+    return None
 
 
 #: Maps an exception a task raised to a signal (``Retry``, ``Fail``, ``Snooze``), or

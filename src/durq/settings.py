@@ -79,6 +79,29 @@ class Settings(BaseSettings):
     # answering 202 with the job still pending.
     api_sync_wait_seconds: float = Field(30.0, gt=0, le=600)
 
+    # outbox delivery (webhooks): batch, concurrency, retries with full jitter
+    webhook_batch_size: int = Field(10, ge=1, le=25)
+    webhook_concurrency: int = Field(5, ge=1, le=100)
+    webhook_max_attempts: int = Field(8, ge=1, le=100)
+    webhook_backoff_base: float = Field(1.0, gt=0)
+    webhook_backoff_cap: float = Field(600.0, gt=0)
+    webhook_timeout: float = Field(10.0, gt=0)
+    webhook_lease_seconds: float = Field(30.0, gt=0)
+    webhook_poll_min: float = Field(0.5, gt=0)
+    webhook_poll_max: float = Field(1.5, gt=0)
+    webhook_header_prefix: str = Field("x-durq", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,40}$")
+    # owner -> signing secrets, newest first ("*": every other owner); two during a rotation
+    webhook_secrets: dict[str, list[SecretStr]] = Field(default_factory=dict)
+    # owner -> webhook URL for jobs enqueued without one
+    webhook_owner_urls: dict[str, str] = Field(default_factory=dict)
+
+    # job secrets: key-encryption keys (kek_id -> base64 of 32 bytes), or a JSON key file
+    secret_keks: dict[str, SecretStr] = Field(default_factory=dict)
+    secret_kek_file: str | None = None
+    secret_active_kek: str | None = None
+    refresh_timeout: float = Field(10.0, gt=0)
+    max_refresh_attempts: int = Field(3, ge=0, le=100)
+
     # SQLite durability: FULL survives power loss in WAL mode, NORMAL only process crashes
     sqlite_synchronous: Literal["FULL", "NORMAL", "OFF"] = "FULL"
     sqlite_busy_timeout_ms: int = Field(30_000, ge=0)

@@ -12,9 +12,10 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ._drivers import Driver
 from ._engine import jobs
+from ._engine.secrets import Keyring
 from ._engine.validate import canonical_json
-from .errors import ConfigurationError, InvalidStage, ValidationError
-from .retry import Classifier, RetryPolicy
+from .errors import ConfigurationError, InvalidStage, SecretUnavailable, ValidationError
+from .retry import Classifier, Fail, RetryPolicy
 from .types import Artifact, Job
 
 __all__ = ["JobContext", "Task"]
@@ -166,7 +167,14 @@ class JobContext:
     """
 
     def __init__(
-        self, driver: Driver, task: Task[Any, Any], job: Job, worker_id: str, lease_seconds: float
+        self,
+        driver: Driver,
+        task: Task[Any, Any],
+        job: Job,
+        worker_id: str,
+        lease_seconds: float,
+        *,
+        keyring: Keyring | None = None,
     ) -> None:
         self.task = task
         self.job = job
@@ -176,6 +184,34 @@ class JobContext:
         self.cancel_requested = False
         self._driver = driver
         self._lease_seconds = lease_seconds
+        self._keyring = keyring
+        self._secrets: dict[str, Any] | None = None
+        #: The credential_version of the secrets this attempt opened (None: not opened).
+        self.credential_version: int | None = None
+
+    @property
+    def secrets(self) -> dict[str, Any]:
+        """The job's secrets, decrypted here, in memory, on first use ({}: none).
+
+        Secrets that cannot be opened (tampered, another job's, a retired KEK) fail the job
+        at once: retrying cannot fix them."""
+        if self._secrets is None:
+            with self._driver.read() as ex:
+                sealed = self._driver.secret_get(ex, self.job.id)
+            if sealed is None:
+                self._secrets = {}
+            else:
+                try:
+                    if self._keyring is None:
+                        raise SecretUnavailable(
+                            f"job {self.job.id} carries secrets, but this worker has no "
+                            "key-encryption keys (DURQ_SECRET_KEKS)"
+                        )
+                    self._secrets = self._keyring.open(sealed)
+                except SecretUnavailable as exc:
+                    raise Fail("secret_unavailable", str(exc)) from None
+                self.credential_version = sealed.credential_version
+        return self._secrets
 
     @property
     def attempt(self) -> int:

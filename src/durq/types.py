@@ -19,7 +19,9 @@ __all__ = [
     "Finished",
     "Job",
     "JobState",
+    "OutboxEvent",
     "RequeueResult",
+    "SealedSecrets",
     "WorkerInfo",
 ]
 
@@ -225,6 +227,75 @@ class WorkerInfo:
             "processed": self.processed,
             "heartbeat_seconds": self.heartbeat_seconds,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEvent:
+    """One row of ``durq_outbox``: a job's state change waiting for (or past) delivery.
+
+    ``attempt`` counts delivery attempts, apart from the job's own execution attempts."""
+
+    id: int
+    event_id: str
+    job_id: int
+    owner: str | None
+    url: str
+    event_type: str
+    payload: dict[str, Any]
+    state: str
+    attempt: int
+    claim_version: int
+    worker_id: str | None
+    next_attempt_at: datetime
+    lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    delivered_at: datetime | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def ts(value: datetime | None) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "event_id": self.event_id,
+            "sequence": self.id,
+            "job_id": self.job_id,
+            "type": self.event_type,
+            "payload": self.payload,
+            "state": self.state,
+            "delivery_attempts": self.attempt,
+            "claim_version": self.claim_version,
+            "url": self.url,
+            "next_attempt_at": ts(self.next_attempt_at),
+            "created_at": ts(self.created_at),
+            "delivered_at": ts(self.delivered_at),
+            "last_status": self.last_status,
+            "last_error": self.last_error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SealedSecrets:
+    """A job's secrets as stored: envelope-encrypted, never the plaintext."""
+
+    job_id: int
+    owner: str | None
+    credential_version: int
+    encrypted: str
+    dek_wrapped: str
+    kek_id: str
+    encryption_version: int
+    refresh_url: str | None = None
+    refresh_attempts: int = 0
+    max_refresh_attempts: int = 3
+
+    def __repr__(self) -> str:  # ciphertext is not secret, but keep logs short and boring
+        return (
+            f"SealedSecrets(job_id={self.job_id}, kek_id={self.kek_id!r}, "
+            f"credential_version={self.credential_version})"
+        )
 
 
 def nearest_rank(n: int, fraction: float) -> int:

@@ -156,3 +156,29 @@ def requeue_view(result: RequeueResult) -> dict[str, Any]:
             "enqueue_dispatched": result.woke_workers,
         },
     )
+
+
+class EventOut(BaseModel):
+    """One outbox event: a job's state change and its delivery."""
+
+    event_id: str
+    sequence: int = Field(description="Order of the job's events (ascending)")
+    job_id: int
+    type: str = Field(description="job.queued, job.running, job.stage, job.retry_wait, ...")
+    payload: dict[str, Any]
+    state: Literal["pending", "delivering", "delivered", "dead_letter"]
+    delivery_attempts: int
+    claim_version: int
+    url: str
+    next_attempt_at: datetime | None
+    created_at: datetime | None
+    delivered_at: datetime | None
+    last_status: int | None
+    last_error: str | None
+
+
+class JobEventsOut(BaseModel):
+    """A job's events and its three counters (execution, refresh, delivery)."""
+
+    counters: dict[str, int]
+    events: list[EventOut]

@@ -146,7 +146,7 @@ def test_the_wheel_declares_an_spdx_license_and_uncapped_core_dependencies(wheel
     }
     assert not any("<" in req or "[binary]" in req for req in core), core
     extras = {line.split(": ", 1)[1] for line in meta if line.startswith("Provides-Extra: ")}
-    assert {"api", "postgres-binary", "otel", "dev", "bench"} <= extras
+    assert {"api", "postgres-binary", "otel", "secrets", "webhooks", "dev", "bench"} <= extras
 
 
 def _installed(venv_root: Path) -> set[str]:
@@ -235,3 +235,28 @@ def test_the_readme_quickstart_works_in_the_fresh_venv(core_venv: Path, tmp_path
         outputs.append(done.stdout)
     assert "enqueued job 1" in outputs[0]
     assert "succeeded" in outputs[-1]
+
+
+def test_secrets_without_the_extra_say_what_to_install(core_venv: Path, tmp_path: Path) -> None:
+    script = tmp_path / "seal.py"
+    script.write_text(
+        "import base64, os, sys\n"
+        "import durq\n"
+        "from durq.errors import ConfigurationError\n"
+        "kek = base64.b64encode(os.urandom(32)).decode()\n"
+        "os.environ['DURQ_SECRET_KEKS'] = '{\"k1\": \"' + kek + '\"}'\n"
+        "app = durq.App(sys.argv[1])\n"
+        "app.migrate()\n"
+        "try:\n"
+        "    app.enqueue('t', {}, secrets={'token': 'x'}, unchecked=True)\n"
+        "except ConfigurationError as exc:\n"
+        "    print(exc)\n"
+        "print(app.count_jobs())\n"
+    )
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    out = _run([str(core_venv / "bin" / "python"), str(script), url], cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        "job secrets need the cryptography package: pip install 'durq[secrets]'",
+        "0",
+    ]

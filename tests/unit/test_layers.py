@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"_drivers"},
     {"_engine", "task", "_tracing"},
     {"_worker", "_maintenance"},
-    {"registry", "app", "aio", "testing", "wire"},
+    {"registry", "app", "aio", "testing", "wire", "webhooks", "outbox"},
     {"api", "cli", "demo", "__init__", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
@@ -41,6 +41,9 @@ LAZY_ALLOWED = {
     ("durq.cli.keys", "durq.api.keys"),
     ("durq._tracing", "opentelemetry.trace"),
     ("durq._tracing", "opentelemetry.trace.propagation.tracecontext"),
+    ("durq._engine.http", "httpx"),  # the webhooks extra
+    ("durq._engine.secrets", "cryptography.exceptions"),  # the secrets extra
+    ("durq._engine.secrets", "cryptography.hazmat.primitives.ciphers.aead"),
 }
 
 

@@ -38,7 +38,9 @@ APP = "tests.worker.apps:app"
 
 def durq_env(db_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DURQ_")}
-    env.update({"DURQ_DATABASE_URL": db_url, "PYTHONPATH": str(REPO)}, **extra)
+    # This checkout's durq first, not whichever durq the environment has installed.
+    path = os.pathsep.join([str(REPO / "src"), str(REPO)])
+    env.update({"DURQ_DATABASE_URL": db_url, "PYTHONPATH": path}, **extra)
     return env
 
 

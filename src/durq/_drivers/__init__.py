@@ -11,12 +11,14 @@ from __future__ import annotations
 from .api import ApiKey, AttemptBucket
 from .base import Capabilities, FinishRequest, NewJob
 from .driver import Driver
+from .outbox import DeliveryWrite
 from .sql import Executor
 
 __all__ = [
     "ApiKey",
     "AttemptBucket",
     "Capabilities",
+    "DeliveryWrite",
     "Driver",
     "Executor",
     "FinishRequest",

@@ -64,6 +64,8 @@ class NewJob:
     idempotency_ttl: float
     #: The W3C ``traceparent`` of the span that enqueued the job (tracing only).
     trace_context: str | None = None
+    #: Where the job's state changes are delivered (the outbox); None: no events.
+    webhook_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

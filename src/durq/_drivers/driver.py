@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from .api import ApiQueries
 from .jobs import JobQueries
+from .outbox import OutboxQueries
 from .runtime import RuntimeQueries
 
 __all__ = ["Driver"]
 
 
-class Driver(JobQueries, RuntimeQueries, ApiQueries):
+class Driver(JobQueries, RuntimeQueries, ApiQueries, OutboxQueries):
     """Connections (``base``), row decoding (``rows``) and the typed queries (``jobs``,
-    ``runtime``, ``api``). Concrete drivers add the dialect: ``postgres``, ``sqlite``."""
+    ``runtime``, ``api``, ``outbox``). Concrete drivers add the dialect: ``postgres``,
+    ``sqlite``."""

@@ -54,6 +54,7 @@ class JobQueries(RowCodec):
             "created_by": new.created_by,
             "idempotency_key": new.idempotency_key,
             "trace_context": new.trace_context,
+            "webhook_url": new.webhook_url,
             "now": self.now_param(),
         }
 
@@ -65,7 +66,9 @@ class JobQueries(RowCodec):
         return {int(r["id"]): r["trace_context"] for r in rows}
 
     def job_delete(self, ex: Executor, job_id: int) -> None:
+        # An idempotency loser's row goes, and with it the event its insert wrote.
         ex.run("job_delete", {"id": job_id})
+        ex.run("outbox_forget_job", {"id": job_id})
 
     def idem_get(self, ex: Executor, scope: str, key: str) -> Mapping[str, Any] | None:
         """``{job_id, args_hash, expired}`` for the key, or None."""

@@ -47,8 +47,9 @@ def insert_job(driver: Driver, ex: Executor, new: NewJob) -> tuple[Job, bool]:
 
 
 def insert_jobs(driver: Driver, ex: Executor, jobs: Sequence[NewJob]) -> list[Job]:
-    """Insert many jobs in order: keyless ones in one driver call, keyed ones one by one."""
-    if all(new.idempotency_key is None for new in jobs):
+    """Insert many jobs in order: keyless ones in one driver call, keyed ones (and those
+    with a webhook, whose insert writes their first event) one by one."""
+    if all(new.idempotency_key is None and new.webhook_url is None for new in jobs):
         return driver.job_insert_many(ex, jobs)
     return [insert_job(driver, ex, new)[0] for new in jobs]
 

@@ -31,6 +31,9 @@ from ..states import Outcome, Success, storable
 from ..task import JobContext, Task, call_task
 from ..types import Job
 from .policy import next_change
+from .refresh import refresh, refresh_signal
+from .secrets import Keyring
+from .signing import Signer
 
 __all__ = ["Execution", "Runtime", "conclude", "format_traceback", "run_async", "run_sync"]
 
@@ -42,6 +45,11 @@ class Runtime:
     driver: Driver
     tasks: Mapping[str, Task[Any, Any]]
     lease_seconds: float
+    #: Opens ``ctx.secrets`` (None: jobs here carry none).
+    keyring: Keyring | None = None
+    #: Signs credential-refresh calls (None: refresh calls go unsigned).
+    signer: Signer | None = None
+    refresh_timeout: float = 10.0
 
 
 @dataclass(slots=True)
@@ -68,7 +76,10 @@ def _prepare(
             f"known: {sorted(runtime.tasks)[:20]}. Deploy a worker that defines it",
         )
         return Execution(job, None, signal, 0, None)
-    return task, JobContext(runtime.driver, task, job, worker_id, runtime.lease_seconds)
+    ctx = JobContext(
+        runtime.driver, task, job, worker_id, runtime.lease_seconds, keyring=runtime.keyring
+    )
+    return task, ctx
 
 
 def _check_result(value: Any) -> Outcome:
@@ -132,7 +143,9 @@ def _run_sync(runtime: Runtime, job: Job, worker_id: str) -> Execution:
         outcome = _check_result(value)
     except Exception as exc:  # LeaseLost included: conclude() abandons the job for it
         outcome = exc
-    return Execution(job, task, outcome, _ms_since(started), ctx)
+    execution = Execution(job, task, outcome, _ms_since(started), ctx)
+    signal = refresh_signal(task, outcome)
+    return execution if signal is None else _refreshed(runtime, execution, signal)
 
 
 async def run_async(
@@ -179,7 +192,26 @@ async def _run_async(
         outcome = _check_result(value)
     except Exception as exc:
         outcome = exc
-    return Execution(job, task, outcome, _ms_since(started), ctx)
+    execution = Execution(job, task, outcome, _ms_since(started), ctx)
+    signal = refresh_signal(task, outcome)
+    if signal is None:  # every outcome but a refused credential: one isinstance check
+        return execution
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(pool, _refreshed, runtime, execution, signal)
+
+
+def _refreshed(runtime: Runtime, execution: Execution, signal: Any) -> Execution:
+    """The execution with its outcome replaced by what the credential refresh decided."""
+    signer = runtime.signer or Signer({})
+    execution.outcome = refresh(
+        runtime.driver,
+        signer,
+        execution.job,
+        execution.ctx,
+        signal,
+        timeout=runtime.refresh_timeout,
+    )
+    return execution
 
 
 def _ms_since(started: float) -> int:

@@ -15,11 +15,12 @@ import logging
 from .. import states
 from .._drivers import Driver, FinishRequest
 from .._engine import jobs
+from .._engine.delivery import DeliveryPolicy, reclaim_write
 from .._engine.policy import next_change
 from ..errors import LeaseLost
-from ..types import Job
+from ..types import Job, OutboxEvent
 
-__all__ = ["reclaim_batch", "run_once"]
+__all__ = ["reclaim_batch", "reclaim_deliveries", "run_once"]
 
 log = logging.getLogger("durq.maintenance")
 
@@ -60,3 +61,22 @@ def run_once(driver: Driver, *, max_batches: int = 20) -> list[Job]:
         if len(batch) < BATCH:
             break
     return reclaimed
+
+
+def reclaim_deliveries(
+    driver: Driver, policy: DeliveryPolicy, limit: int = BATCH
+) -> list[OutboxEvent]:
+    """Outbox events whose delivery lease expired, taken back with a new claim_version and
+    retried (or dead-lettered) like a failed attempt; same per-item policy as jobs."""
+    with driver.read() as ex:
+        expired = driver.outbox_expired(ex, limit)
+    taken: list[OutboxEvent] = []
+    for event in expired:
+        try:
+            written = driver.finish_deliveries([reclaim_write(event, policy)])[0]
+        except Exception as exc:
+            log.error("outbox event %s: reclaiming its lease failed (%s)", event.event_id, exc)
+            continue
+        if isinstance(written, OutboxEvent):
+            taken.append(written)
+    return taken

@@ -1,5 +1,9 @@
 """The completer: fenced outcome writes, batched, with a failure policy.
 
+One completer writes job outcomes (``driver.finish_batch``); the delivery service builds
+another over delivery outcomes (``driver.finish_deliveries``): the same batching and the
+same failure policy for everything a lease holder writes.
+
 Outcomes queue up while a write is in flight and go out together in one transaction
 (one commit, one fsync on SQLite). Every write names the job's ``claim_version``; a write
 that matches no row means the lease was lost, and the job is abandoned untouched.
@@ -20,7 +24,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .._drivers import Driver, FinishRequest
 from .._engine.policy import unwritable
@@ -37,6 +41,9 @@ DbCall = Callable[..., Awaitable[Any]]
 Written = Finished | LeaseLost | None
 OnWritten = Callable[[InFlight, FinishRequest, Written], None]
 
+E = TypeVar("E")  # what the holder tracks per lease (an in-flight job, a held event)
+R = TypeVar("R")  # one fenced write request
+
 #: At most this many outcomes per transaction.
 MAX_BATCH = 200
 #: Writes in flight at once. Two keep the database busy while the worker handles the
@@ -48,15 +55,41 @@ WRITERS = 2
 RETRY_FIRST, RETRY_MAX = 0.05, 1.0
 
 
-class Completer:
-    def __init__(self, driver: Driver, *, db: DbCall, on_written: OnWritten) -> None:
+def _job_fallback(req: FinishRequest, reason: str) -> FinishRequest:
+    """A job outcome that cannot be stored becomes its ``outcome_unwritable`` dead letter."""
+    lost = req.change.bump_version
+    return replace(req, change=unwritable(reason, lost=lost), artifacts=())
+
+
+class Completer(Generic[E, R]):
+    """Batched fenced writes of requests ``R`` for holders tracking ``E`` per lease.
+
+    ``write_batch`` writes a batch in one transaction and answers per request (what was
+    written, or ``LeaseLost``); ``fallback`` turns a request that cannot be stored into
+    the dead letter that says why. The defaults are the jobs' own."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        *,
+        db: DbCall,
+        on_written: Callable[[E, R, Any], None],
+        write_batch: Callable[[Sequence[R]], Sequence[Any]] | None = None,
+        fallback: Callable[[R, str], R] | None = None,
+        describe: Callable[[R], str] | None = None,
+    ) -> None:
         self.driver = driver
         self.db = db
         self.on_written = on_written
+        self.write_batch: Callable[[Sequence[R]], Sequence[Any]] = (
+            write_batch or driver.finish_batch  # type: ignore[assignment]
+        )
+        self.fallback: Callable[[R, str], R] = fallback or _job_fallback  # type: ignore[assignment]
+        self.describe: Callable[[R], str] = describe or _describe_job  # type: ignore[assignment]
         self.written = 0  # outcomes written (the worker row's ``processed``)
         self.batches = 0
         self.unwritable = 0  # outcomes dead-lettered because they could not be stored
-        self._queue: asyncio.Queue[tuple[InFlight, FinishRequest]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[E, R]] = asyncio.Queue()
         self._pending = 0  # submitted and not yet answered, in-flight batches included
         self._giving_up = False
         self._task: asyncio.Task[None] | None = None
@@ -80,7 +113,7 @@ class Completer:
             await asyncio.gather(self._task, return_exceptions=True)
         return flushed
 
-    def submit(self, entry: InFlight, req: FinishRequest) -> None:
+    def submit(self, entry: E, req: R) -> None:
         self._pending += 1
         self._queue.put_nowait((entry, req))
 
@@ -115,15 +148,13 @@ class Completer:
             for task in writing:
                 task.cancel()
 
-    async def _write_batch(
-        self, batch: list[tuple[InFlight, FinishRequest]], writers: asyncio.Semaphore
-    ) -> None:
+    async def _write_batch(self, batch: list[tuple[E, R]], writers: asyncio.Semaphore) -> None:
         try:
             results = await self._write([req for _, req in batch])
             self.batches += 1
             for (entry, req), result in zip(batch, results, strict=True):
                 self._pending -= 1
-                if isinstance(result, Finished):
+                if result is not None and not isinstance(result, LeaseLost):
                     self.written += 1
                 self.on_written(entry, req, result)
         finally:
@@ -133,12 +164,12 @@ class Completer:
 
     # ---- the failure policy ------------------------------------------------------------
 
-    async def _write(self, reqs: Sequence[FinishRequest]) -> list[Written]:
+    async def _write(self, reqs: Sequence[R]) -> list[Any]:
         """Write ``reqs``; never raises. Transient errors retry, others split the batch."""
         delay = RETRY_FIRST
         while True:
             try:
-                return list(await self.db(self.driver.finish_batch, reqs))
+                return list(await self.db(self.write_batch, reqs))
             except Exception as exc:
                 if self._giving_up:
                     return [None] * len(reqs)
@@ -154,31 +185,32 @@ class Completer:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
-    async def _isolate(self, reqs: Sequence[FinishRequest], exc: Exception) -> list[Written]:
+    async def _isolate(self, reqs: Sequence[R], exc: Exception) -> list[Any]:
         if len(reqs) > 1:
             middle = len(reqs) // 2
             return await self._write(reqs[:middle]) + await self._write(reqs[middle:])
         req = reqs[0]
         self.unwritable += 1
         log.error(
-            "job %s: its outcome (%s) cannot be stored (%s); dead-lettering it as "
-            "outcome_unwritable so the other outcomes are written",
-            req.job_id,
-            req.change.to_state,
+            "%s cannot be stored (%s); dead-lettering it so the other outcomes are written",
+            self.describe(req),
             _brief(exc),
         )
-        lost = req.change.bump_version
-        fallback = replace(req, change=unwritable(_brief(exc), lost=lost), artifacts=())
+        fallback = self.fallback(req, _brief(exc))
         try:
-            return list(await self.db(self.driver.finish_batch, [fallback]))
+            return list(await self.db(self.write_batch, [fallback]))
         except Exception as again:
             log.error(
-                "job %s: even its dead-letter could not be written (%s); its lease will "
+                "%s: even its dead-letter could not be written (%s); its lease will "
                 "expire and the reclaimer will take it",
-                req.job_id,
+                self.describe(req),
                 _brief(again),
             )
             return [None]
+
+
+def _describe_job(req: FinishRequest) -> str:
+    return f"job {req.job_id}: its outcome ({req.change.to_state})"
 
 
 def _brief(exc: BaseException) -> str:

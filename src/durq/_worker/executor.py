@@ -36,7 +36,9 @@ class Executor:
         self.worker_id = worker_id
         self.inflight = inflight
         self.pool = pool
-        self.completer: Completer | None = None  # wired by the runner (it calls us back)
+        self.completer: Completer[InFlight, FinishRequest] | None = (
+            None  # wired by the runner (it calls us back)
+        )
         self.outcomes: Counter[str] = Counter()
         self.released = 0
         self.lost = 0

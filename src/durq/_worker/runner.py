@@ -30,11 +30,14 @@ from typing import Any, TypeVar
 
 from .._engine import pipeline
 from .._engine.identity import default_worker_id
+from .._engine.secrets import keyring_from_settings
+from .._engine.signing import signer_from_settings
 from .._maintenance.loop import Maintenance
 from ..errors import ConfigurationError
 from ..settings import redact_url
 from .completer import Completer
 from .config import TaskThreads, WorkerApp, resolve_queues, worker_settings
+from .delivery_process import deliverer_for_worker
 from .executor import Executor
 from .heartbeater import Heartbeater
 from .inflight import InFlightJobs
@@ -85,6 +88,7 @@ class Worker:
         worker_id: str | None = None,
         parent_pid: int | None = None,
         flush_timeout: float = FLUSH_TIMEOUT,
+        deliveries: bool = True,
     ) -> None:
         if max_jobs is not None and max_jobs < 1:
             raise ConfigurationError(f"max_jobs must be >= 1, got {max_jobs}")
@@ -102,7 +106,15 @@ class Worker:
             },
         )
         self.driver = driver = app.driver
-        runtime = pipeline.Runtime(driver, app.tasks, s.lease_seconds)
+        signer = signer_from_settings(s)
+        runtime = pipeline.Runtime(
+            driver,
+            app.tasks,
+            s.lease_seconds,
+            keyring=keyring_from_settings(s),
+            signer=signer,
+            refresh_timeout=s.refresh_timeout,
+        )
         self.max_jobs = 1 if once else max_jobs
         self.once = once
         self.worker_id = worker_id or default_worker_id()
@@ -126,7 +138,9 @@ class Worker:
         self.executor = Executor(
             runtime, worker_id=self.worker_id, inflight=self.inflight, pool=self._task_pool
         )
-        self.completer = Completer(driver, db=self._db, on_written=self.executor.on_written)
+        self.completer: Completer[Any, Any] = Completer(
+            driver, db=self._db, on_written=self.executor.on_written
+        )
         self.executor.completer = self.completer
         self.heartbeater = Heartbeater(
             driver,
@@ -152,6 +166,8 @@ class Worker:
             once=once,
         )
         self.notifier = Notifier(driver, self.queues, self._wake_threadsafe, listen=s.listen_notify)
+        #: Outbox delivery in this process (``--no-deliveries`` turns it off).
+        self.deliverer = deliverer_for_worker(driver, s, self.worker_id, self._db, deliveries)
         self.maintenance: Maintenance | None = None
         if maintenance:
             self.maintenance = Maintenance(
@@ -233,6 +249,8 @@ class Worker:
             self.notifier.start()
             self.completer.start()
             self.heartbeater.start()
+            if self.deliverer is not None:
+                self.deliverer.start()
             if self.maintenance is not None:
                 background.append(loop.create_task(self._maintain(), name="durq-maintenance"))
             if self.parent_pid is not None:
@@ -253,6 +271,8 @@ class Worker:
             code = 1
             self.executor.release_all()
         finally:
+            if self.deliverer is not None:
+                await self.deliverer.stop(self.flush_timeout)
             if not await self.completer.stop(self.flush_timeout):
                 code = 1  # outcomes were lost: the supervisor or operator must know
             await self.heartbeater.stop()

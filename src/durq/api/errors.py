@@ -40,6 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import (
     DatabaseUnavailable,
     DurqError,
+    EventNotFound,
     IdempotencyConflict,
     InvalidTransition,
     JobGone,
@@ -58,6 +59,7 @@ log = structlog.get_logger("durq.api")
 DURQ_STATUS: tuple[tuple[type[DurqError], int], ...] = (
     (JobGone, 410),
     (JobNotFound, 404),
+    (EventNotFound, 404),
     (IdempotencyConflict, 409),
     (InvalidTransition, 409),
     (UnknownTask, 422),

@@ -82,6 +82,8 @@ class DatabaseCollector(Collector):
             with backend.read() as ex:
                 counts = backend.job_counts(ex)
                 buckets = backend.attempt_buckets(ex)
+                outbox = backend.outbox_counts(ex)
+                latencies = backend.outbox_latencies(ex)
         except DurqError as exc:
             log.warning("metrics_database_error", error=str(exc))
             up.add_metric([], 0)
@@ -91,6 +93,7 @@ class DatabaseCollector(Collector):
         yield up
         yield from _job_families(counts)
         yield from _attempt_families(buckets)
+        yield from _delivery_families(outbox, latencies)
 
 
 def _job_families(counts: list[tuple[str, str, str, int]]) -> Iterator[Metric]:
@@ -150,6 +153,38 @@ def _attempt_families(buckets: list[AttemptBucket]) -> Iterator[Metric]:
         retry_total.add_metric([queue, task], n)
     yield duration
     yield retry_total
+
+
+DELIVERY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+def _delivery_families(
+    outbox: dict[str, tuple[int, int]], latencies: list[float]
+) -> Iterator[Metric]:
+    """Webhook deliveries by outcome (from the stored events: each delivered event had one
+    successful attempt, every other attempt failed) and delivery latency."""
+    delivered, delivered_attempts = outbox.get("delivered", (0, 0))
+    dead, dead_attempts = outbox.get("dead_letter", (0, 0))
+    _, pending_attempts = outbox.get("pending", (0, 0))
+    total = CounterMetricFamily(
+        "durq_webhook_deliveries",
+        "Webhook delivery attempts by outcome: delivered, failed, dead_letter",
+        labels=["outcome"],
+    )
+    total.add_metric(["delivered"], delivered)
+    total.add_metric(["failed"], delivered_attempts - delivered + dead_attempts + pending_attempts)
+    total.add_metric(["dead_letter"], dead)
+    yield total
+    latency = HistogramMetricFamily(
+        "durq_webhook_delivery_latency_seconds",
+        "Seconds from a state change to its webhook's delivery (latest 10,000 delivered)",
+    )
+    cum_buckets = [
+        (_le(bound), sum(1 for s in latencies if s <= bound))
+        for bound in (*DELIVERY_BUCKETS, float("inf"))
+    ]
+    latency.add_metric([], cum_buckets, sum(latencies))
+    yield latency
 
 
 def _le(bound: float) -> str:

@@ -10,6 +10,7 @@ from ..errors import ConfigurationError
 from .bench import bench
 from .common import EXIT_USAGE, AppOption, UrlOption, durq_errors, err_console, load_app
 from .enqueue import enqueue
+from .events import deliver, events_app, secrets_app
 from .jobs import jobs_app
 from .keys import keys_app
 from .queues import queues_app
@@ -53,6 +54,9 @@ app.command("enqueue")(enqueue)
 app.add_typer(keys_app, name="keys")
 app.command("serve")(serve)
 app.command("bench")(bench)
+app.add_typer(events_app, name="events")
+app.add_typer(secrets_app, name="secrets")
+app.command("deliver")(deliver)
 
 
 @app.command()

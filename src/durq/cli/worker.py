@@ -66,6 +66,9 @@ def worker(
         help="Do not LISTEN for new jobs; poll only (PostgreSQL behind PgBouncer "
         "transaction pooling). Same as DURQ_LISTEN_NOTIFY=false.",
     ),
+    no_deliveries: bool = typer.Option(
+        False, "--no-deliveries", help="Do not deliver outbox events here (see `durq deliver`)."
+    ),
     log_level: str = typer.Option(
         None, "--log-level", help="DEBUG, INFO, WARNING or ERROR (default DURQ_LOG_LEVEL, INFO)."
     ),
@@ -96,6 +99,7 @@ def worker(
         "listen_notify": False if poll_only else None,
         "max_jobs": max_jobs,
         "once": once,
+        "deliveries": not no_deliveries,
     }
     for warning in unknown_variables(os.environ):
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)

@@ -12,11 +12,11 @@ CAST(retry_policy AS text) AS retry_policy, cancel_requested, created_by, idempo
 -- identical notifications), so idle workers wake without polling.
 WITH ins AS (
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
-                       created_by, idempotency_key, trace_context)
+                       created_by, idempotency_key, trace_context, webhook_url)
 VALUES (:queue, :task, CAST(:args AS jsonb), :priority,
         COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay AS float8))),
         :max_attempts, CAST(:retry_policy AS jsonb), :created_by, :idempotency_key,
-        :trace_context)
+        :trace_context, CAST(:webhook_url AS text))
 RETURNING id, queue, run_at, created_at
 )
 SELECT ins.*, pg_notify('durq_jobs', ins.queue) AS notified FROM ins

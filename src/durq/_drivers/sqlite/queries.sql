@@ -10,9 +10,10 @@ retry_policy, cancel_requested, created_by, idempotency_key
 -- name: job_insert
 -- Only the id and the clock come back: the rest of the Job is what was sent.
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
-                       created_by, idempotency_key, trace_context, created_at, updated_at)
+                       created_by, idempotency_key, trace_context, created_at, updated_at,
+                       webhook_url)
 VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_attempts,
-        :retry_policy, :created_by, :idempotency_key, :trace_context, :now, :now)
+        :retry_policy, :created_by, :idempotency_key, :trace_context, :now, :now, :webhook_url)
 RETURNING id, run_at, created_at
 
 -- name: job_trace_context
