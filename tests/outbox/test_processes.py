@@ -124,7 +124,13 @@ def test_claim_exclusivity_multi_process(
         make_events(app, url, 100)  # 300 events
         for i in range(3):
             start(f"d{i}", "deliver")
-        wait_until(lambda: len(receiver.first) == 300, timeout=60, what="300 events")
+        # The receiver answers before the delivery's fenced write: wait for both.
+        wait_until(
+            lambda: len(receiver.first) == 300
+            and all(e.state == "delivered" for e in app.list_events(limit=1000)),
+            timeout=60,
+            what="300 events received and recorded as delivered",
+        )
     events = app.list_events(limit=1000)
     assert len(events) == 300 and all(e.state == "delivered" for e in events)
     # Each event was claimed once and sent once: no two processes ever held it.
