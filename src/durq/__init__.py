@@ -4,6 +4,7 @@ from ._worker.runner import Worker
 from .aio import AsyncApp
 from .app import App, EnqueueRequest
 from .errors import (
+    BreakerOpen,
     ConfigurationError,
     DatabaseUnavailable,
     DurqError,
@@ -12,21 +13,27 @@ from .errors import (
     InvalidTransition,
     JobGone,
     JobNotFound,
+    KeyNotFound,
     LeaseLost,
     SchemaOutOfDate,
     UnknownTask,
     ValidationError,
 )
+from .keys import Alert, Breaker, BreakerRule, Limit
 from .retry import Exponential, Fail, Fixed, Retry, Snooze
 from .settings import Settings
 from .task import JobContext, Task
 from .types import Artifact, Attempt, Finished, Job, JobState, RequeueResult
 
 __all__ = [
+    "Alert",
     "App",
     "Artifact",
     "AsyncApp",
     "Attempt",
+    "Breaker",
+    "BreakerOpen",
+    "BreakerRule",
     "ConfigurationError",
     "DatabaseUnavailable",
     "DurqError",
@@ -43,7 +50,9 @@ __all__ = [
     "JobGone",
     "JobNotFound",
     "JobState",
+    "KeyNotFound",
     "LeaseLost",
+    "Limit",
     "RequeueResult",
     "Retry",
     "SchemaOutOfDate",

@@ -16,6 +16,7 @@ from ._engine.schedule import PeriodicTask
 from ._engine.validate import build_new_job, parse_states, validate_queue
 from ._maintenance.reclaim import reclaim_batch
 from .errors import LeaseLost, SchemaOutOfDate, ValidationError
+from .guards import KeyOperations
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
 from .settings import Settings
@@ -42,7 +43,7 @@ class EnqueueRequest:
         self.options = options
 
 
-class App(TaskRegistry):
+class App(KeyOperations, TaskRegistry):
     """A durq application: where jobs live and which tasks this process knows.
 
     ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).
@@ -123,9 +124,13 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         request_hash: str | None = None,
+        breaker_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> NewJob:
         """Validate an enqueue request into a ``NewJob`` (pure: nothing is written)."""
         name, known = self._resolve(task)
+        breaker = self._breaker_rule(breaker_key) if isinstance(breaker_key, str) else None
+        limit = self._limit_for(concurrency_key) if isinstance(concurrency_key, str) else None
         return build_new_job(
             task=name,
             args=args,
@@ -146,6 +151,10 @@ class App(TaskRegistry):
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
             request_hash_override=request_hash,
+            breaker_key=breaker_key,
+            breaker_rule=breaker or self._breaker_rule(""),
+            concurrency_key=concurrency_key,
+            limit=limit,
         )
 
     def enqueue(
@@ -163,13 +172,17 @@ class App(TaskRegistry):
         idempotency_ttl: float | None = None,
         created_by: str | None = None,
         connection: Any = None,
+        breaker_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> Job:
         """Enqueue one job and return it.
 
         With ``connection=`` (a SQLAlchemy ``Connection``/``Session`` or a DB-API connection)
         the job is written in the caller's transaction: it exists iff the caller commits.
         With ``idempotency_key=`` the same key and arguments return the original job; the
-        same key with other arguments raises ``IdempotencyConflict``.
+        same key with other arguments raises ``IdempotencyConflict``. ``breaker_key=``
+        names a circuit breaker (``BreakerOpen`` while it is open); ``concurrency_key=`` a
+        key limited by ``app.limits``.
         """
         new = self.build(
             task,
@@ -183,6 +196,8 @@ class App(TaskRegistry):
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl,
             created_by=created_by,
+            breaker_key=breaker_key,
+            concurrency_key=concurrency_key,
         )
         return self.insert(new, connection=connection)[0]
 
@@ -191,7 +206,8 @@ class App(TaskRegistry):
         driver = self.driver
         if connection is not None:
             return insert_job(driver, driver.foreign_executor(connection), new)
-        if new.idempotency_key is None:  # a single statement: let it commit by itself
+        plain = new.breaker_key is None and new.concurrency_key is None
+        if new.idempotency_key is None and plain:  # a single statement: let it commit by itself
             with driver.autocommit() as ex:
                 job, created = insert_job(driver, ex, new)
         else:
@@ -353,6 +369,8 @@ class App(TaskRegistry):
             job = self.driver.job_claim_id(
                 ex, int(job_id), worker_id=wid, lease_seconds=self.settings.lease_seconds
             )
+            if job is not None and job.concurrency_key is not None:
+                self.driver.limit_take(ex, job.concurrency_key)  # its finish frees the slot
         if job is None:
             return self.get_job(job_id)
         return self._run_claimed(job, wid)

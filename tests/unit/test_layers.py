@@ -20,12 +20,12 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "durq"
 
 LAYERS: list[set[str]] = [
     {"types", "errors", "py"},
-    {"retry", "settings"},
+    {"retry", "settings", "keys"},
     {"states"},
     {"_drivers"},
     {"_engine", "task"},
     {"_worker", "_maintenance"},
-    {"registry", "app", "aio", "testing", "wire"},
+    {"registry", "guards", "app", "aio", "testing", "wire"},
     {"api", "cli", "demo", "__init__", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from .api import ApiQueries
 from .jobs import JobQueries
+from .keys import KeyQueries
 from .runtime import RuntimeQueries
 
 __all__ = ["Driver"]
 
 
-class Driver(JobQueries, RuntimeQueries, ApiQueries):
+class Driver(JobQueries, KeyQueries, RuntimeQueries, ApiQueries):
     """Connections (``base``), row decoding (``rows``) and the typed queries (``jobs``,
-    ``runtime``, ``api``). Concrete drivers add the dialect: ``postgres``, ``sqlite``."""
+    ``keys``, ``runtime``, ``api``). Concrete drivers add the dialect: ``postgres``, ``sqlite``."""

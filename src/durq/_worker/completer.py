@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from .._drivers import Driver, FinishRequest
+from .._engine import keyed
 from .._engine.policy import unwritable
 from ..errors import LeaseLost
 from ..types import Finished
@@ -138,7 +139,7 @@ class Completer:
         delay = RETRY_FIRST
         while True:
             try:
-                return list(await self.db(self.driver.finish_batch, reqs))
+                return list(await self.db(keyed.finish_batch, self.driver, reqs))
             except Exception as exc:
                 if self._giving_up:
                     return [None] * len(reqs)
@@ -170,7 +171,7 @@ class Completer:
         lost = req.change.bump_version
         fallback = replace(req, change=unwritable(_brief(exc), lost=lost), artifacts=())
         try:
-            return list(await self.db(self.driver.finish_batch, [fallback]))
+            return list(await self.db(keyed.finish_batch, self.driver, [fallback]))
         except Exception as again:
             log.error(
                 "job %s: even its dead-letter could not be written (%s); its lease will "

@@ -31,7 +31,7 @@ SELECT job_id FROM durq_tombstones WHERE job_id = :id
 
 -- name: attempt_list
 SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
-       outcome, error_code, error_message
+       outcome, error_code, error_message, processed, failed, summary
 FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
 
 -- name: queue_counts
