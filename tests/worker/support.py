@@ -24,7 +24,9 @@ APP = "tests.worker.apps:app"
 
 def durq_env(db_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DURQ_")}
-    env.update({"DURQ_DATABASE_URL": db_url, "PYTHONPATH": str(REPO)}, **extra)
+    # This checkout's own sources first, whichever checkout the venv was installed from.
+    path = os.pathsep.join([str(REPO / "src"), str(REPO)])
+    env.update({"DURQ_DATABASE_URL": db_url, "PYTHONPATH": path}, **extra)
     return env
 
 
