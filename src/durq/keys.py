@@ -36,7 +36,9 @@ class BreakerRule:
 
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, int):
-            raise ValidationError(f"breaker threshold must be an integer >= 1, got {self.threshold!r}")
+            raise ValidationError(
+                f"breaker threshold must be an integer >= 1, got {self.threshold!r}"
+            )
         if self.threshold < 1:
             raise ValidationError(f"breaker threshold must be >= 1, got {self.threshold}")
         if not _positive(self.pause):
@@ -44,7 +46,6 @@ class BreakerRule:
                 f"breaker pause must be a number of seconds > 0, got {self.pause!r}; "
                 "e.g. 1800 for 30 minutes"
             )
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,9 @@ class Limit:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
-                raise ValidationError(f"limit {name} must be an integer >= 1 or None, got {value!r}")
+                raise ValidationError(
+                    f"limit {name} must be an integer >= 1 or None, got {value!r}"
+                )
         if self.concurrency is None and self.rate is None:
             raise ValidationError(
                 "a Limit needs concurrency=N (running at once), rate=N (starts per window), "

@@ -152,7 +152,6 @@ class JobContext:
         canonical_json(payload, what=f"artifact {artifact_type!r} payload")
         self.artifacts.append(Artifact(artifact_type=artifact_type, payload=payload, ref=ref))
 
-
     def report(
         self, *, processed: int | None = None, failed: int | None = None, summary: str | None = None
     ) -> None:

@@ -51,8 +51,7 @@ def test_breaker_paused_key_does_not_block_other_keys(
     app = _app(make_app, {"fail": True})
     _open_breaker(app, "paused", backlog=10_000)
     healthy = [
-        app.enqueue("call_provider", {"n": i}, breaker_key="healthy", priority=5)
-        for i in range(10)
+        app.enqueue("call_provider", {"n": i}, breaker_key="healthy", priority=5) for i in range(10)
     ]
     # The paused key's 10,000 jobs sort first (priority 0); one claim still takes all 10.
     claimed = _claim(app, limit=10)

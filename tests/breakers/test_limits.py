@@ -27,8 +27,16 @@ def spawn(db_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]
 
 def _run_four(app: durq.App, spawn: Callable[..., WorkerProcess], jobs: list[durq.Job]) -> None:
     procs = [
-        spawn("--queues", "limited", "--concurrency", "4", "--poll-interval", "0.1",
-              app=APP, name=f"w{i}")
+        spawn(
+            "--queues",
+            "limited",
+            "--concurrency",
+            "4",
+            "--poll-interval",
+            "0.1",
+            app=APP,
+            name=f"w{i}",
+        )
         for i in range(4)
     ]
     for proc in procs:

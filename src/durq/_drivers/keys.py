@@ -18,7 +18,9 @@ __all__ = ["KeyQueries"]
 class KeyQueries(RowCodec):
     # ---- breakers --------------------------------------------------------------------
 
-    def breaker_enter(self, ex: Executor, key: str, threshold: int, pause_seconds: float) -> Breaker:
+    def breaker_enter(
+        self, ex: Executor, key: str, threshold: int, pause_seconds: float
+    ) -> Breaker:
         """Record the rule in force for ``key`` and lock its row (an enqueue names it)."""
         params = {
             "key": key,
@@ -64,9 +66,7 @@ class KeyQueries(RowCodec):
         row = ex.run("breaker_totals", {})[0]
         return int(row["open"] or 0), int(row["opened"] or 0)
 
-    def job_park(
-        self, ex: Executor, key: str, *, probe_at: datetime, held_until: datetime
-    ) -> int:
+    def job_park(self, ex: Executor, key: str, *, probe_at: datetime, held_until: datetime) -> int:
         """Hold ``key``'s waiting jobs: the first until ``probe_at``, the rest until
         ``held_until``. Returns how many."""
         params = {

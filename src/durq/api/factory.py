@@ -13,7 +13,7 @@ from ..app import App
 from ..settings import Settings
 from .context import BodyLimit, RequestContext
 from .errors import install_error_handlers
-from .routes import health, internal, jobs, keys, queues
+from .routes import breakers, health, internal, jobs, keys, queues
 from .service import Service
 
 __all__ = ["create_app"]
@@ -51,7 +51,7 @@ def create_app(app: App, settings: Settings | None = None) -> FastAPI:
     )
     api.state.durq = service
     install_error_handlers(api)
-    for module in (jobs, queues, keys, internal, health):
+    for module in (jobs, queues, breakers, keys, internal, health):
         api.include_router(module.router)
     # Added last = outermost: the request context wraps the body limit.
     api.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)

@@ -1,0 +1,52 @@
+"""The breaker and alert routes on both backends: list, reset (operator), alerts by state,
+acknowledge; a paused key answers 409 ``E_BREAKER_OPEN`` with its alert."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import durq
+
+from .conftest import Api
+
+
+def _open(app: durq.App, key: str) -> None:
+    @app.task(name="sync_pair", retry=durq.Fixed([0]), max_attempts=50)
+    def sync_pair() -> None:
+        raise RuntimeError("provider down")
+
+    for _ in range(6):
+        app.enqueue("sync_pair", breaker_key=key)
+    app.work(queues=["default"], batch=1)
+
+
+def test_breaker_routes_reset_and_alerts(make_api: Callable[..., Api]) -> None:
+    api = make_api()
+    _open(api.app, "c1:p1")
+    with pytest.raises(durq.BreakerOpen) as caught:
+        api.app.enqueue("sync_pair", breaker_key="c1:p1")
+    assert caught.value.alert is not None and caught.value.alert["key"] == "c1:p1"
+
+    listed = api.call("GET", "/v1/breakers", "viewer").json()["data"]
+    assert [(b["key"], b["state"], b["consecutive_failures"]) for b in listed] == [
+        ("c1:p1", "open", 5)
+    ]
+    (alert,) = api.call("GET", "/v1/alerts?state=open", "viewer").json()["data"]
+    assert (alert["category"], alert["severity"], alert["key"]) == (
+        "circuit_breaker",
+        "warning",
+        "c1:p1",
+    )
+    assert api.call("POST", "/v1/breakers/c1:p1/reset", "viewer").status_code == 403
+    missing = api.call("POST", "/v1/breakers/nope/reset", "operator")
+    assert missing.status_code == 404 and "durq breakers list" in missing.json()["error"]["message"]
+    acked = api.call("POST", f"/v1/alerts/{alert['id']}/ack", "operator").json()["data"]
+    assert acked["acked_at"] is not None and acked["state"] == "open"
+    reset = api.call("POST", "/v1/breakers/c1:p1/reset", "operator").json()["data"]
+    assert reset["state"] == "closed" and reset["consecutive_failures"] == 0
+    assert api.call("GET", "/v1/alerts?state=open", "viewer").json()["data"] == []
+    (resolved,) = api.call("GET", "/v1/alerts?state=resolved", "viewer").json()["data"]
+    assert resolved["id"] == alert["id"]
+    assert api.call("GET", "/v1/alerts?state=bogus", "viewer").status_code == 422
