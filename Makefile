@@ -10,6 +10,10 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@# PgBouncer for tests/pgbouncer (Debian's package); without apt those tests skip.
+	@command -v pgbouncer >/dev/null || command -v /usr/sbin/pgbouncer >/dev/null || \
+		((apt-get update -qq && apt-get install -y -qq pgbouncer) >/dev/null 2>&1) || \
+		echo "pgbouncer not installed (no apt?): the PgBouncer tests will skip" >&2
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -24,8 +28,8 @@ test: $(STAMP)
 	exit $$rc
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests recipes
+	$(VENV)/bin/ruff format --check src tests recipes
 	$(VENV)/bin/mypy
 
 # The peers live in their own venv so `make test` never installs them.

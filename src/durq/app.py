@@ -19,7 +19,7 @@ from .errors import LeaseLost, SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
-from .settings import Settings
+from .settings import Settings, load_settings
 from .task import Task
 from .types import Artifact, Attempt, Job, RequeueResult, WorkerInfo
 
@@ -51,9 +51,9 @@ class App(KeyOperations, TaskRegistry):
 
     def __init__(self, database_url: str | None = None, *, settings: Settings | None = None):
         if settings is None:
-            settings = Settings(database_url=database_url) if database_url else Settings()
+            settings = load_settings(database_url=database_url) if database_url else load_settings()
         elif database_url is not None:
-            settings = settings.model_copy(update={"database_url": database_url})
+            settings = load_settings(**settings.model_dump(), database_url=database_url)
         super().__init__(settings)
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()
@@ -75,6 +75,7 @@ class App(KeyOperations, TaskRegistry):
                         pool_max_size=s.pool_max_size,
                         sqlite_synchronous=s.sqlite_synchronous,
                         sqlite_busy_timeout_ms=s.sqlite_busy_timeout_ms,
+                        pgbouncer=s.pgbouncer,
                     )
         return self._driver
 
@@ -126,12 +127,18 @@ class App(KeyOperations, TaskRegistry):
         request_hash: str | None = None,
         breaker_key: str | None = None,
         concurrency_key: str | None = None,
+        unchecked: bool = False,
     ) -> NewJob:
-        """Validate an enqueue request into a ``NewJob`` (pure: nothing is written)."""
-        name, known = self._resolve(task)
+        """Validate an enqueue request into a ``NewJob`` (pure: nothing is written).
+
+        A task this App defines has its arguments checked against its signature. A task
+        name it does not know is refused (with the closest known name) unless
+        ``unchecked=True`` says the task lives in another code base, or the App defines no
+        task at all (a producer without the code)."""
+        name, known = self._resolve(task, unchecked=unchecked)
         breaker = self._breaker_rule(breaker_key) if isinstance(breaker_key, str) else None
         limit = self._limit_for(concurrency_key) if isinstance(concurrency_key, str) else None
-        return build_new_job(
+        new = build_new_job(
             task=name,
             args=args,
             queue=queue
@@ -156,6 +163,9 @@ class App(KeyOperations, TaskRegistry):
             concurrency_key=concurrency_key,
             limit=limit,
         )
+        if known is not None:
+            known.check_args(args or {})
+        return new
 
     def enqueue(
         self,
@@ -174,6 +184,7 @@ class App(KeyOperations, TaskRegistry):
         connection: Any = None,
         breaker_key: str | None = None,
         concurrency_key: str | None = None,
+        unchecked: bool = False,
     ) -> Job:
         """Enqueue one job and return it.
 
@@ -198,6 +209,7 @@ class App(KeyOperations, TaskRegistry):
             created_by=created_by,
             breaker_key=breaker_key,
             concurrency_key=concurrency_key,
+            unchecked=unchecked,
         )
         return self.insert(new, connection=connection)[0]
 

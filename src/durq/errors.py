@@ -63,7 +63,9 @@ class ValidationError(DurqError, ValueError):
     code = "E_VALIDATION"
 
 
-class UnknownTask(DurqError, LookupError):
+class UnknownTask(ValidationError, LookupError):
+    """An enqueue named a task the App does not define (a typo, or another code base)."""
+
     code = "E_UNKNOWN_TASK"
 
 

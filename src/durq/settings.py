@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import difflib
+from collections.abc import Mapping
+from typing import Any, Literal
 
+import pydantic
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "redact_url"]
+from .errors import ConfigurationError
+
+__all__ = ["Settings", "load_settings", "redact_url", "unknown_variables"]
 
 DEFAULT_DATABASE_URL = "sqlite:///durq.db"
+SUPPORTED_SCHEMES = ("sqlite:", "postgresql://", "postgres://", "postgresql+psycopg://")
 
 
 class Settings(BaseSettings):
@@ -22,6 +28,9 @@ class Settings(BaseSettings):
         description="sqlite:///path.db or postgresql://user:pass@host:port/db",
     )
     env: Literal["dev", "test", "prod"] = "prod"
+    # logging (durq worker, durq serve): JSON lines unless stderr is a terminal ("auto")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["auto", "console", "json"] = "auto"
 
     # enqueue
     default_queue: str = "default"
@@ -81,6 +90,9 @@ class Settings(BaseSettings):
     # PostgreSQL connection pool
     pool_min_size: int = Field(1, ge=0)
     pool_max_size: int = Field(10, ge=1)
+    # PostgreSQL behind PgBouncer in transaction pooling mode: no server-side prepared
+    # statements, and workers poll instead of LISTEN unless DURQ_LISTEN_NOTIFY says otherwise.
+    pgbouncer: bool = False
 
     @field_validator("database_url")
     @classmethod
@@ -115,9 +127,28 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _pgbouncer_polls(self) -> Settings:
+        # LISTEN needs a session of its own, which transaction pooling does not keep.
+        if self.pgbouncer and "listen_notify" not in self.model_fields_set:
+            self.listen_notify = False
+        return self
+
     @property
     def role_ladder(self) -> tuple[str, ...]:
         return tuple(part.strip() for part in self.api_roles.split(",") if part.strip())
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not value.startswith(SUPPORTED_SCHEMES):
+            scheme = value.split(":", 1)[0] if ":" in value else value[:20]
+            raise ValueError(
+                f"unsupported database URL scheme {scheme!r} in {redact_url(value)}; use "
+                "sqlite:///path.db or postgresql://user:password@host:5432/dbname (durq "
+                "speaks to PostgreSQL through psycopg 3: postgresql+psycopg:// works too)"
+            )
+        return value
 
     @field_validator("poll_interval")
     @classmethod
@@ -136,3 +167,31 @@ def redact_url(url: str) -> str:
         user = creds.split(":", 1)[0]
         creds = f"{user}:***"
     return f"{scheme}://{creds}@{host}"
+
+
+def load_settings(**values: Any) -> Settings:
+    """``Settings(**values)`` (plus ``DURQ_*`` and ``.env``), or one ``ConfigurationError``
+    naming each bad variable and what it needs, never echoing the values (a URL may hold a
+    password)."""
+    try:
+        return Settings(**values)
+    except pydantic.ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_input=False, include_url=False):
+            name = ".".join(str(part) for part in err["loc"]) or "settings"
+            message = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"DURQ_{name.upper()}: {redact_url(message)}")
+        raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each ``DURQ_*`` variable no setting reads (a typo falls back to the
+    default silently otherwise), naming the closest valid one."""
+    valid = {f"DURQ_{name.upper()}" for name in Settings.model_fields}
+    warnings = []
+    for name in sorted(environ):
+        if name.startswith("DURQ_") and name not in valid:
+            close = difflib.get_close_matches(name, sorted(valid), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            warnings.append(f"{name} is not a durq setting and is ignored{hint}")
+    return warnings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,20 +46,73 @@ class Task(Generic[P, R]):
     classifier: Classifier | None = None
     pass_context: bool = False
     is_async: bool = field(init=False)
+    _signature: inspect.Signature = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.fn)
+        self._signature = _job_signature(self.fn, self.pass_context, self.name)
         if len(set(self.stages)) != len(self.stages):
             raise ConfigurationError(f"task {self.name!r} declares a stage twice: {self.stages}")
         if self.timeout is not None and self.timeout <= 0:
             raise ConfigurationError(f"task {self.name!r}: timeout must be > 0 seconds")
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+    def __call__(self, *args: Any, **kwargs: Any) -> R:
         return self.fn(*args, **kwargs)  # type: ignore[no-any-return]
 
-    def enqueue(self, **kwargs: Any) -> Job:
-        """Enqueue with the task's defaults: ``resize.enqueue(image_id=7)``."""
-        return self.app.enqueue(self, kwargs)
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Enqueue with the task's defaults: ``resize.enqueue(image_id=7)``. Arguments are
+        checked against the function's signature (and by mypy): a wrong name or a missing
+        argument raises ``ValidationError`` and nothing is written."""
+        return self.app.enqueue(self, self.bind(args, kwargs))
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``args`` and ``kwargs`` as the job's keyword arguments, checked against the
+        task's signature."""
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ValidationError(
+                f"task {self.name!r} cannot take these arguments: "
+                f"{self._explain(args, kwargs, exc)}; its signature is {self.name}{self._signature}"
+            ) from None
+        out: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            kind = self._signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                out.update(value)
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                if value:
+                    raise ValidationError(
+                        f"task {self.name!r}: a job's arguments are stored by name, so its "
+                        f"*{name} cannot be filled; pass them as named arguments"
+                    )
+            else:
+                out[name] = value
+        return out
+
+    def _explain(self, args: tuple[Any, ...], kwargs: dict[str, Any], exc: TypeError) -> str:
+        """Every unexpected name (with the closest parameter) and every missing one."""
+        params = self._signature.parameters
+        if args or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return str(exc)
+        problems = []
+        for name in kwargs:
+            if name not in params:
+                close = difflib.get_close_matches(name, list(params), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append(f"unexpected keyword argument {name!r}{hint}")
+        for name, param in params.items():
+            required = param.default is inspect.Parameter.empty and param.kind in (
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                inspect.Parameter.KEYWORD_ONLY,
+            )
+            if required and name not in kwargs:
+                problems.append(f"missing a required argument: {name!r}")
+        return "; ".join(problems) or str(exc)
+
+    def check_args(self, args: dict[str, Any]) -> None:
+        """Raise ``ValidationError`` unless ``args`` bind to the task's parameters."""
+        self.bind((), args)
 
     def enqueue_with(
         self,
@@ -171,3 +225,17 @@ def call_task(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> An
     if task.pass_context:
         return task.fn(ctx, **args)
     return task.fn(**args)
+
+
+def _job_signature(fn: Callable[..., Any], pass_context: bool, name: str) -> inspect.Signature:
+    """The parameters a job's arguments fill: the function's, without the context."""
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    if pass_context:
+        if not params:
+            raise ConfigurationError(
+                f"task {name!r} has pass_context=True but takes no argument for the context; "
+                "give it a first parameter, e.g. def {name}(ctx: durq.JobContext, ...)"
+            )
+        params = params[1:]
+    return signature.replace(parameters=params)

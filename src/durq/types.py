@@ -140,6 +140,7 @@ class Attempt:
     processed: int | None = None
     failed: int | None = None
     summary: str | None = None
+    traceback: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,6 +157,7 @@ class Attempt:
             "processed": self.processed,
             "failed": self.failed,
             "summary": self.summary,
+            "traceback": self.traceback,
         }
 
 

@@ -69,6 +69,7 @@ class AttemptOut(BaseModel):
     processed: int | None = Field(None, description="Run log: items the attempt processed")
     failed: int | None = Field(None, description="Run log: items that failed")
     summary: str | None = Field(None, description="Run log: the task's summary")
+    traceback: str | None = None
 
 
 class ArtifactOut(BaseModel):

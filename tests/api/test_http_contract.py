@@ -29,7 +29,7 @@ def test_request_id_is_propagated_or_generated_everywhere(api: Api) -> None:
             "POST",
             "/v1/jobs",
             "producer",
-            json={"task": "add", "args": {}},
+            json={"task": "add", "args": {"x": 1, "y": 2}},
             headers={"X-Request-ID": "trace-abc.123"},
         )
     assert given.headers["X-Request-ID"] == "trace-abc.123"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import durq
-from durq.api.schemas import JobOut
 from durq._maintenance import prune
+from durq.api.schemas import JobOut
 
 from .conftest import INTERNAL_TOKEN, Api
 
@@ -89,11 +89,25 @@ def test_submit_returns_202_with_the_job(api: Api) -> None:
     delayed = api.submit(delay_seconds=30)
     created = datetime.fromisoformat(delayed["created_at"])
     assert 29 <= (datetime.fromisoformat(delayed["run_at"]) - created).total_seconds() <= 31
-    # a task this server does not define is fine asynchronously: a worker may define it
-    assert api.submit(task="elsewhere.defined")["state"] == "queued"
 
 
-def test_sync_execution_runs_inline_and_answers_with_the_final_state(api: Api) -> None:
+def test_unknown_task_or_wrong_arguments_are_refused_and_write_nothing(api: Api) -> None:
+    typo = api.call("POST", "/v1/jobs", "producer", json={"task": "ad", "args": {"x": 1}})
+    assert typo.status_code == 422, typo.text
+    error = typo.json()["error"]
+    assert error["code"] == "E_UNKNOWN_TASK" and "did you mean 'add'" in error["message"]
+    wrong = api.call(
+        "POST", "/v1/jobs", "producer", json={"task": "add", "args": {"x": 1, "y": 2, "z": 3}}
+    )
+    assert wrong.status_code == 422, wrong.text
+    assert "unexpected keyword argument 'z'" in wrong.json()["error"]["message"]
+    assert "add(x: 'int', y: 'int')" in wrong.json()["error"]["message"]
+    assert api.job_count() == 0
+
+
+def test_sync_execution_waits_for_a_worker_and_answers_with_the_final_state(api: Api) -> None:
+    api.start_worker()  # sync never runs the task in the server: a worker does
+    assert api.worker is not None
     response = api.call(
         "POST",
         "/v1/jobs",
@@ -103,31 +117,43 @@ def test_sync_execution_runs_inline_and_answers_with_the_final_state(api: Api) -
     assert response.status_code == 200, response.text
     job = response.json()["data"]
     assert (job["state"], job["result"], job["attempt"]) == ("succeeded", 42, 1)
+    assert job["worker_id"] == api.worker.worker_id
     attempts = api.call("GET", f"/v1/jobs/{job['id']}/attempts", "viewer").json()["data"]
     assert [(a["attempt"], a["outcome"]) for a in attempts] == [(1, "succeeded")]
+    assert [a["worker_id"] for a in attempts] == [api.worker.worker_id]
 
     failed = api.submit(task="invalid", execution_mode="sync")
     assert (failed["state"], failed["last_error_code"]) == ("dead_letter", "invalid_tuple")
 
 
 @pytest.mark.parametrize(
-    ("body", "code", "hint"),
-    [
-        ({"task": "unknown.task", "execution_mode": "sync"}, "E_UNKNOWN_TASK", "async"),
-        (
-            {"task": "add", "execution_mode": "sync", "delay_seconds": 5},
-            "E_VALIDATION",
-            "drop run_at and delay_seconds",
-        ),
-    ],
-    ids=["unknown-task", "scheduled"],
+    "schedule",
+    [{"delay_seconds": 5}, {"run_at": "2099-01-01T00:00:00Z"}],
+    ids=["delay", "run_at"],
 )
-def test_sync_refusals_write_nothing(api: Api, body: dict[str, Any], code: str, hint: str) -> None:
+def test_sync_refusals_write_nothing(api: Api, schedule: dict[str, Any]) -> None:
+    body = {"task": "add", "args": {"x": 1, "y": 2}, "execution_mode": "sync", **schedule}
     response = api.call("POST", "/v1/jobs", "producer", json=body)
     assert response.status_code == 422
-    assert response.json()["error"]["code"] == code
-    assert hint in response.json()["error"]["message"]
+    assert response.json()["error"]["code"] == "E_VALIDATION"
+    assert "drop run_at and delay_seconds" in response.json()["error"]["message"]
     assert api.job_count() == 0
+
+
+def test_sync_task_the_server_does_not_define_is_enqueued_for_a_worker(
+    make_api: Callable[..., Api],
+) -> None:
+    """A server whose App defines no tasks (a producer without the code) accepts any task
+    name; it never runs the task, so the job waits for a worker that defines it, and when
+    the wait ends first the answer is 202 with the pending job."""
+    api = make_api(api_sync_wait_seconds=0.3, tasks=False)
+    response = api.call(
+        "POST", "/v1/jobs", "producer", json={"task": "unknown.task", "execution_mode": "sync"}
+    )
+    assert response.status_code == 202, response.text
+    job = response.json()["data"]
+    assert (job["task"], job["state"], job["attempt"]) == ("unknown.task", "queued", 0)
+    assert as_json(api.app.get_job(job["id"])) == job
 
 
 def test_idempotency_key_over_http(api: Api) -> None:
@@ -140,7 +166,9 @@ def test_idempotency_key_over_http(api: Api) -> None:
     assert again.headers["Idempotent-Replayed"] == "true"
     assert "Idempotent-Replayed" not in first.headers
 
-    changed = api.call("POST", "/v1/jobs", "producer", json={**body, "args": {"x": 9}}, headers=key)
+    changed = api.call(
+        "POST", "/v1/jobs", "producer", json={**body, "args": {"x": 9, "y": 9}}, headers=key
+    )
     assert changed.status_code == 409
     error = changed.json()["error"]
     assert error["code"] == "E_IDEMPOTENCY_CONFLICT" and "use a new key" in error["message"]
@@ -161,7 +189,7 @@ def test_get_job_404_and_410(make_api: Callable[..., Api]) -> None:
     assert api.call("GET", f"/v1/jobs/{job['id']}", "viewer").json()["data"] == job
     missing = api.call("GET", "/v1/jobs/999999", "viewer")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "E_NOT_FOUND"
-    assert prune.run_once(api.app)["succeeded"] == 1
+    assert prune.run_once(api.app.driver, api.app.settings)["succeeded"] == 1
     for path in ("", "/attempts", "/artifacts"):
         gone = api.call("GET", f"/v1/jobs/{job['id']}{path}", "operator")
         assert gone.status_code == 410, path
@@ -192,9 +220,9 @@ def test_list_pages_stay_stable_while_jobs_are_added(make_api: Callable[..., Api
 
 def test_list_filters_and_tenancy(api: Api) -> None:
     before = datetime.now(UTC) - timedelta(seconds=1)
-    done = api.submit(execution_mode="sync")
+    done = api.submit(execution_mode="sync")  # the worker it starts works "default" only
     waiting = api.submit(queue="slow")
-    theirs = api.submit("other_producer")
+    theirs = api.submit("other_producer", queue="theirs")
 
     def ids(who: str, **params: Any) -> list[int]:
         response = api.call("GET", "/v1/jobs", who, params=params)
@@ -230,8 +258,11 @@ def test_cancel_queued_then_terminal_is_unchanged(api: Api) -> None:
 
 
 def job_in_state(api: Api, state: str) -> int:
-    """A job of owner acme in ``state``, made through durq's real paths."""
+    """A job of owner acme in ``state``, made through durq's real paths: submitted over
+    HTTP, then run in this thread by ``App.run_job`` (no worker runs beside the API, so
+    a job stays in the state it was put in)."""
     app = api.app
+    assert api.worker is None
     if state == "queued":
         return int(api.submit()["id"])
     if state == "running":
@@ -239,12 +270,11 @@ def job_in_state(api: Api, state: str) -> int:
         with app.driver.transaction() as ex:
             assert app.driver.job_claim_id(ex, job_id, worker_id="w1", lease_seconds=60)
         return job_id
-    if state == "retry_wait":
-        return int(api.submit(task="flaky", execution_mode="sync")["id"])
-    if state == "succeeded":
-        return int(api.submit(execution_mode="sync")["id"])
-    if state == "dead_letter":
-        return int(api.submit(task="invalid", execution_mode="sync")["id"])
+    task = {"retry_wait": "flaky", "succeeded": "add", "dead_letter": "invalid"}.get(state)
+    if task is not None:
+        job_id = int(api.submit(task=task)["id"])
+        assert app.run_job(job_id).state == state
+        return job_id
     job_id = int(api.submit()["id"])
     api.call("POST", f"/v1/jobs/{job_id}/cancel", "producer")
     return job_id
@@ -254,6 +284,9 @@ STATES = ["queued", "running", "retry_wait", "succeeded", "dead_letter", "cancel
 
 
 def test_requeue_each_state_with_full_operator_view(api: Api) -> None:
+    # enqueue_dispatched: whether idle workers were woken. No worker runs in this process,
+    # so only a PostgreSQL NOTIFY (to workers anywhere) can wake one; SQLite workers poll.
+    dispatched = api.app.driver.capabilities.listen_notify
     for state in STATES:
         job_id = job_in_state(api, state)
         before = api.app.get_job(job_id)
@@ -279,7 +312,7 @@ def test_requeue_each_state_with_full_operator_view(api: Api) -> None:
             assert (data["finished_at"], data["idempotent"], data["enqueue_dispatched"]) == (
                 None,
                 False,
-                True,
+                dispatched,
             ), state
             assert after.state == "queued" and after.updated_at >= before.updated_at
         assert datetime.fromisoformat(data["updated_at"]) == after.updated_at

@@ -62,9 +62,13 @@ def test_metrics_read_jobs_from_the_database(api: Api, make_app: Any) -> None:
     def flaky_fast() -> None:
         raise ConnectionError("down")
 
-    api.submit(execution_mode="sync")
+    # Jobs run by App.run_job in this thread: no worker runs beside the API, so the
+    # second "add" stays queued.
+    done = api.submit()
+    assert api.app.run_job(done["id"]).state == "succeeded"
     api.submit()
-    retried = api.submit(task="flaky_fast", execution_mode="sync")
+    retried = api.submit(task="flaky_fast")
+    assert api.app.run_job(retried["id"]).state == "retry_wait"
     assert api.app.run_job(retried["id"]).state == "dead_letter"
     run_jobs_in_another_process(api.app.database_url)
     api.call("GET", "/v1/jobs/424242", "viewer")  # a 404 on a templated route

@@ -12,8 +12,13 @@ from pathlib import Path
 
 import httpx
 
+import durq
+
+from ..worker.support import worker_processes
+
 ROOT = Path(__file__).resolve().parents[2]
 DURQ = [sys.executable, "-m", "durq.cli.main"]
+SERVE_APP = "tests.api.serve_app:app"
 
 
 def free_port() -> int:
@@ -37,7 +42,7 @@ def wait_until_ready(proc: subprocess.Popen[bytes], url: str, timeout: float = 3
     raise AssertionError(f"durq serve was not ready at {url} within {timeout} s")
 
 
-def test_durq_serve_end_to_end(sqlite_url: str) -> None:
+def test_durq_serve_end_to_end(sqlite_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "DURQ_DATABASE_URL": sqlite_url, "DURQ_ENV": "dev"}
     created = subprocess.run(
         [*DURQ, "keys", "create", "--owner", "smoke", "--role", "producer", "--json"],
@@ -56,7 +61,7 @@ def test_durq_serve_end_to_end(sqlite_url: str) -> None:
             *DURQ,
             "serve",
             "--app",
-            "tests.api.serve_app:app",
+            SERVE_APP,
             "--host",
             "127.0.0.1",
             "--port",
@@ -71,13 +76,21 @@ def test_durq_serve_end_to_end(sqlite_url: str) -> None:
     try:
         wait_until_ready(proc, f"{base}/readyz")
         with httpx.Client(
-            base_url=base, headers={"Authorization": f"Bearer {key['key']}"}, timeout=10
+            base_url=base, headers={"Authorization": f"Bearer {key['key']}"}, timeout=40
         ) as client:
-            done = client.post(
-                "/v1/jobs", json={"task": "add", "args": {"x": 2, "y": 3}, "execution_mode": "sync"}
-            )
+            # execution_mode sync waits for a worker: a `durq worker` process runs the job.
+            with durq.App(sqlite_url) as app, worker_processes(sqlite_url, tmp_path) as start:
+                worker = start("--poll-interval", "0.05", app=SERVE_APP, name="serve-worker")
+                worker.wait_ready(app)
+                done = client.post(
+                    "/v1/jobs",
+                    json={"task": "add", "args": {"x": 2, "y": 3}, "execution_mode": "sync"},
+                )
             assert done.status_code == 200, done.text
-            assert (done.json()["data"]["state"], done.json()["data"]["result"]) == ("succeeded", 5)
+            finished = done.json()["data"]
+            assert (finished["state"], finished["result"]) == ("succeeded", 5)
+            assert finished["worker_id"] == worker.worker_id  # not the server
+            # That worker is gone now: the next job stays queued.
             queued = client.post(
                 "/v1/jobs",
                 json={"task": "add", "args": {"x": 1, "y": 1}},

@@ -99,7 +99,10 @@ def test_many_waiting_sync_submissions_leave_the_server_answering(db_url: str) -
         await asyncio.Event().wait()
 
     key = keys(app)
-    with serving(app) as url, running_worker(app, poll_interval=0.05, concurrency=10, shutdown_timeout=0.5):
+    with (
+        serving(app) as url,
+        running_worker(app, poll_interval=0.05, concurrency=10, shutdown_timeout=0.5),
+    ):
 
         async def submit(client: httpx.AsyncClient) -> httpx.Response:
             return await client.post(

@@ -69,7 +69,7 @@ def test_jobs_list_show_cancel_requeue_json(db_url: str) -> None:
         raise ValueError("kaput")
 
     dead = testing.run_inline(app, boom)
-    queued = app.enqueue("later", {"x": 1}, queue="slow")
+    queued = app.enqueue("later", {"x": 1}, queue="slow", unchecked=True)
 
     listed = runner.invoke(cli, ["jobs", "list", "--json", "--database-url", db_url])
     assert listed.exit_code == 0, listed.output

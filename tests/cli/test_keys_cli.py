@@ -19,7 +19,7 @@ def test_keys_create_list_disable(sqlite_url: str) -> None:
         cli, ["keys", "create", "--owner", "billing", "--role", "producer", "--json", *url]
     )
     assert created.exit_code == 0, created.output
-    key = json.loads(created.output)
+    key = json.loads(created.stdout)
     assert set(key) == {"id", "key", "owner", "role"}
     assert (key["owner"], key["role"]) == ("billing", "producer")
 
@@ -27,7 +27,7 @@ def test_keys_create_list_disable(sqlite_url: str) -> None:
     assert human.exit_code == 0 and "not shown again" in human.output
 
     listed = runner.invoke(cli, ["keys", "list", "--json", *url])
-    rows = {r["id"]: r for r in json.loads(listed.output)}
+    rows = {r["id"]: r for r in json.loads(listed.stdout)}
     assert rows[key["id"]]["owner"] == "billing"
     assert key["key"] not in listed.output  # secrets never listed
 

@@ -117,7 +117,9 @@ def test_workers_lists_live_and_stopped_workers(db_url: str) -> None:
     ("args", "message"),
     [
         (["--app", "no_colon_here"], "module:attribute"),
-        (["--app", "tests.worker.nonexistent:app"], "cannot import"),
+        (["--app", "tests.worker.nonexistent:app"], "no module named"),
+        (["--app", "tests.worker.apps:ap"], "did you mean tests.worker.apps:app"),
+        (["--app", "tests.worker.broken_app:app"], "importing the module of --app"),
         (["--app", "json:dumps"], "not a durq.App"),
         (
             ["--app", "tests.worker.apps:app", "--lease-seconds", "5", "--heartbeat-seconds", "5"],

@@ -8,7 +8,7 @@ import durq
 
 def test_returned_jobs_equal_the_stored_rows(app: durq.App) -> None:
     @app.task(name="bulk.readback", max_attempts=4)
-    def readback(n: int) -> None:
+    def readback(n: int, s: str) -> None:
         return None
 
     jobs = app.enqueue_many([("bulk.readback", {"n": i, "s": "a\\b\t"}) for i in range(25)])

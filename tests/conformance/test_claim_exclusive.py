@@ -11,6 +11,7 @@ import pytest
 import durq
 from durq import states
 from durq._drivers.base import FinishRequest
+from durq._engine import jobs as engine
 
 JOBS = 2000
 PROCESSES = 4
@@ -29,7 +30,7 @@ def claimer(url: str, name: str, start: Any, out: Any) -> None:
         while True:
             with app.driver.transaction() as ex:
                 jobs = app.driver.job_claim(
-                    ex, queues=["default"], worker_id=name, limit=7, lease_seconds=300
+                    ex, queue="default", worker_id=name, limit=7, lease_seconds=300
                 )
             if not jobs:
                 break
@@ -38,7 +39,7 @@ def claimer(url: str, name: str, start: Any, out: Any) -> None:
                 seen.append((job.id, job.claim_version))
                 req = FinishRequest(job.id, job.claim_version, name, states.complete(name), 0)
                 with app.driver.transaction() as ex:
-                    app.driver.job_finish(ex, req)
+                    engine.finish(app.driver, ex, req)  # raises LeaseLost if not held
     finally:
         out.put((name, (seen, first_try, last_claim)))
         app.close()

@@ -10,6 +10,7 @@ import pytest
 import durq
 from durq import states
 from durq._drivers.base import FinishRequest
+from durq._engine import jobs as engine
 from durq.errors import InvalidStage, LeaseLost
 
 from ..waiting import wait_until
@@ -18,7 +19,7 @@ from ..waiting import wait_until
 def _claim_one(app: durq.App, lease: float) -> durq.Job:
     with app.driver.transaction() as ex:
         (job,) = app.driver.job_claim(
-            ex, queues=["default"], worker_id="old-owner", limit=1, lease_seconds=lease
+            ex, queue="default", worker_id="old-owner", limit=1, lease_seconds=lease
         )
     return job
 
@@ -51,7 +52,7 @@ def test_stale_owner_writes_all_report_lease_lost_and_change_nothing(app: durq.A
     # The new owner claims it again: a new claim_version again.
     with app.driver.transaction() as ex:
         (new,) = app.driver.job_claim(
-            ex, queues=["default"], worker_id="new-owner", limit=1, lease_seconds=30
+            ex, queue="default", worker_id="new-owner", limit=1, lease_seconds=30
         )
     assert new.claim_version == old.claim_version + 2 and new.attempt == 2
     snapshot = app.get_job(old.id)
@@ -115,17 +116,17 @@ def test_heartbeat_keeps_a_short_lease_alive(app: durq.App) -> None:
 def _finish(app: durq.App, job: durq.Job, change: states.Change) -> durq.Job:
     req = FinishRequest(job.id, job.claim_version, job.worker_id, change, 1)
     with app.driver.transaction() as ex:
-        return app.driver.job_finish(ex, req)
+        return engine.finish(app.driver, ex, req)
 
 
 def _heartbeat(app: durq.App, job: durq.Job, lease: float = 30) -> bool:
     with app.driver.transaction() as ex:
-        return app.driver.job_heartbeat(ex, job.id, job.claim_version, lease)
+        return engine.heartbeat(app.driver, ex, job.id, job.claim_version, lease)
 
 
 def _stage(app: durq.App, job: durq.Job) -> bool:
     try:
         with app.driver.transaction() as ex:
-            return app.driver.job_set_stage(ex, job, job.claim_version, "fetching", None, 30)
+            return engine.set_stage(app.driver, ex, job, "fetching", None, 30)
     except InvalidStage as exc:  # pragma: no cover - would mean the fence did not hold
         raise AssertionError("a stale stage write must report lease lost") from exc

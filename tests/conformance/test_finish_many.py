@@ -15,9 +15,7 @@ def test_finish_many_is_fenced_and_records_attempts(app: durq.App) -> None:
         app.enqueue("batch.finish", {"n": n})
     backend = app.driver
     with backend.transaction() as ex:
-        claimed = backend.job_claim(
-            ex, queues=["default"], worker_id="w1", limit=3, lease_seconds=30
-        )
+        claimed = backend.job_claim(ex, queue="default", worker_id="w1", limit=3, lease_seconds=30)
     assert len(claimed) == 3
     done, failed, stale = claimed
     reqs = [
@@ -47,7 +45,7 @@ def test_finish_many_stores_any_error_text_and_unicode_results(app: durq.App) ->
     backend = app.driver
     with backend.transaction() as ex:
         failed, done = backend.job_claim(
-            ex, queues=["default"], worker_id="w1", limit=2, lease_seconds=30
+            ex, queue="default", worker_id="w1", limit=2, lease_seconds=30
         )
     result = {"é": "ü ☃", "n": 1.5, "items": [1, None, True], "nested": {"s": 'q"\\'}}
     reqs = [

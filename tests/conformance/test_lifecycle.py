@@ -10,6 +10,7 @@ import pytest
 
 import durq
 from durq import testing
+from durq._engine import jobs as engine
 from durq.errors import InvalidStage, LeaseLost
 
 
@@ -187,23 +188,31 @@ def test_stages_advance_in_declared_order_only(app: durq.App) -> None:
 
 def test_stage_write_guarded_in_sql_too(app: durq.App) -> None:
     """Even bypassing the task's check, the database refuses an out-of-order stage."""
-    app.enqueue("t", {})
+    app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
-        (job,) = app.driver.job_claim(
-            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
+        (job,) = app.driver.job_claim(ex, queue="default", worker_id="w", limit=1, lease_seconds=30)
+    with app.driver.transaction() as ex:  # the SQL block's guard matches no row
+        moved = app.driver.job_set_stage(
+            ex,
+            job_id=job.id,
+            claim_version=job.claim_version,
+            stage="processing",
+            expected_stage="fetching",
+            lease_seconds=30,
         )
+    assert moved is None
     with pytest.raises(InvalidStage), app.driver.transaction() as ex:
-        app.driver.job_set_stage(ex, job, job.claim_version, "processing", "fetching", 30)
+        engine.set_stage(app.driver, ex, job, "processing", "fetching", 30)
     assert app.get_job(job.id).stage is None
 
 
 def test_priority_then_run_at_then_id_order(app: durq.App) -> None:
-    low = app.enqueue("t", {"n": 1}, priority=5)
-    first = app.enqueue("t", {"n": 2}, priority=0)
-    second = app.enqueue("t", {"n": 3}, priority=0)
+    low = app.enqueue("t", {"n": 1}, priority=5, unchecked=True)
+    first = app.enqueue("t", {"n": 2}, priority=0, unchecked=True)
+    second = app.enqueue("t", {"n": 3}, priority=0, unchecked=True)
     with app.driver.transaction() as ex:
         claimed = app.driver.job_claim(
-            ex, queues=["default"], worker_id="w", limit=3, lease_seconds=30
+            ex, queue="default", worker_id="w", limit=3, lease_seconds=30
         )
     assert [j.id for j in claimed] == [first.id, second.id, low.id]
     assert all(j.state == "running" and j.claim_version == 1 and j.attempt == 1 for j in claimed)
@@ -211,30 +220,29 @@ def test_priority_then_run_at_then_id_order(app: durq.App) -> None:
 
 
 def test_future_jobs_and_paused_queues_are_not_claimed(app: durq.App) -> None:
-    app.enqueue("t", {}, delay=3600)
-    paused = app.enqueue("t", {}, queue="paused")
+    app.enqueue("t", {}, delay=3600, unchecked=True)
+    paused = app.enqueue("t", {}, queue="paused", unchecked=True)
     app.pause_queue("paused")
-    with app.driver.transaction() as ex:
-        assert (
-            app.driver.job_claim(
-                ex, queues=["default", "paused"], worker_id="w", limit=10, lease_seconds=30
-            )
-            == []
-        )
+
+    def claim_all() -> list[durq.Job]:
+        with app.driver.transaction() as ex:
+            return [
+                job
+                for queue in ("default", "paused")
+                for job in app.driver.job_claim(
+                    ex, queue=queue, worker_id="w", limit=10, lease_seconds=30
+                )
+            ]
+
+    assert claim_all() == []
     app.resume_queue("paused")
-    with app.driver.transaction() as ex:
-        got = app.driver.job_claim(
-            ex, queues=["default", "paused"], worker_id="w", limit=10, lease_seconds=30
-        )
-    assert [j.id for j in got] == [paused.id]
+    assert [j.id for j in claim_all()] == [paused.id]
 
 
 def test_heartbeat_extends_lease(app: durq.App) -> None:
-    app.enqueue("t", {})
+    app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
-        (job,) = app.driver.job_claim(
-            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=5
-        )
+        (job,) = app.driver.job_claim(ex, queue="default", worker_id="w", limit=1, lease_seconds=5)
     with app.driver.transaction() as ex:
         assert app.driver.job_heartbeat(ex, job.id, job.claim_version, 600) is False
     after = app.get_job(job.id)
@@ -243,7 +251,7 @@ def test_heartbeat_extends_lease(app: durq.App) -> None:
 
 
 def test_cancel_each_state(app: durq.App) -> None:
-    queued = app.enqueue("t", {})
+    queued = app.enqueue("t", {}, unchecked=True)
     assert app.cancel(queued.id).state == "cancelled"
     assert app.cancel(queued.id).state == "cancelled"  # terminal: no-op, current state
 
@@ -255,10 +263,10 @@ def test_cancel_each_state(app: durq.App) -> None:
     assert waiting.state == "retry_wait"
     assert app.cancel(waiting.id).state == "cancelled"
 
-    running = app.enqueue("t", {})
+    running = app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
         (held,) = app.driver.job_claim(
-            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
+            ex, queue="default", worker_id="w", limit=1, lease_seconds=30
         )
     requested = app.cancel(running.id)
     assert (requested.state, requested.cancel_requested) == ("running", True)
@@ -270,6 +278,7 @@ def test_cancel_each_state(app: durq.App) -> None:
     req = FinishRequest(held.id, held.claim_version, "w", states.retry(10, "E", "boom"), 5)
     with app.driver.transaction() as ex:
         final = app.driver.job_finish(ex, req)
+    assert final is not None  # the worker still held it: its write went through
     assert final.state == "cancelled" and final.finished_at is not None
     assert app.attempts(held.id)[-1].outcome == "cancelled"
 
@@ -344,17 +353,17 @@ def test_requeue_semantics_for_every_state(app: durq.App) -> None:
 
 
 def test_lease_lost_write_changes_nothing(app: durq.App) -> None:
-    app.enqueue("t", {})
+    app.enqueue("t", {}, unchecked=True)
     with app.driver.transaction() as ex:
-        (job,) = app.driver.job_claim(
-            ex, queues=["default"], worker_id="w", limit=1, lease_seconds=30
-        )
+        (job,) = app.driver.job_claim(ex, queue="default", worker_id="w", limit=1, lease_seconds=30)
     from durq import states
     from durq._drivers.base import FinishRequest
 
     stale = FinishRequest(job.id, job.claim_version - 1, "w", states.complete(1), 1)
     before = app.get_job(job.id)
+    with app.driver.transaction() as ex:
+        assert app.driver.job_finish(ex, stale) is None  # the fence matched no row
     with pytest.raises(LeaseLost), app.driver.transaction() as ex:
-        app.driver.job_finish(ex, stale)
+        engine.finish(app.driver, ex, stale)
     assert app.get_job(job.id) == before
     assert app.attempts(job.id) == []

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
 
 import durq
 from durq import testing
+from durq.retry import DEFAULT_POLICY
 
 
 def _fail_until_done(app: durq.App, task: durq.Task[..., object]) -> tuple[durq.Job, list[float]]:
-    """Run the job attempt after attempt (``run_job`` runs it now, whatever its run_at) and
-    collect the scheduled delay after each failure: run_at - that attempt's finish time."""
+    """Run the job attempt after attempt and collect the scheduled delay after each
+    failure: run_at - that attempt's finish time. ``run_job`` leaves a job scheduled for
+    later alone, so once a delay is read the retry is made due at once."""
     job = task.enqueue()
     delays: list[float] = []
     while True:
@@ -19,10 +24,28 @@ def _fail_until_done(app: durq.App, task: durq.Task[..., object]) -> tuple[durq.
             return job, delays
         last = app.attempts(job.id)[-1]
         delays.append((job.run_at - last.finished_at).total_seconds())
+        _make_due(app, job.id)
+
+
+def _make_due(app: durq.App, job_id: int) -> None:
+    """Move a waiting job's run_at into the past with plain SQL (no waiting for it)."""
+    url = app.database_url
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    when = app.driver.ts_param(datetime.now(UTC) - timedelta(seconds=1))
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE durq_jobs SET run_at = :when WHERE id = :id"),
+                {"when": when, "id": job_id},
+            )
+    finally:
+        engine.dispose()
 
 
 def _always_fails(app: durq.App, **options: object) -> durq.Task[..., object]:
-    @app.task(**options)  # type: ignore[call-overload]
+    @app.task(**options)  # type: ignore[call-overload, untyped-decorator]
     def always_fails() -> None:
         raise RuntimeError("upstream down")
 
@@ -68,10 +91,11 @@ def test_seed_004_exponential_with_jitter_and_cap(app: durq.App) -> None:
         assert delay <= 1800 + 0.002
 
 
-def test_retry_policy_applies_to_unknown_task_after_enqueue_by_name(
+def test_unknown_task_enqueued_by_name_stores_and_applies_the_default_policy(
     make_app: Callable[..., durq.App],
 ) -> None:
-    """A producer that does not import the task stores no schedule; the worker's task wins."""
+    """A producer that does not import the task stores the default schedule on the job; the
+    worker applies that stored schedule, not its own declaration of the task."""
     producer, worker = make_app(), make_app()
 
     @worker.task(retry=durq.Fixed([7]), max_attempts=2)
@@ -79,8 +103,13 @@ def test_retry_policy_applies_to_unknown_task_after_enqueue_by_name(
         raise RuntimeError("x")
 
     job = producer.enqueue("remote", {})
-    assert job.retry_policy == {}
+    assert job.retry_policy == DEFAULT_POLICY.to_dict()
     after = worker.run_job(job.id)
+    assert (after.state, after.attempt) == ("retry_wait", 1)
     last = worker.attempts(job.id)[-1]
-    assert abs((after.run_at - last.finished_at).total_seconds() - 7) < 0.002
+    delay = (after.run_at - last.finished_at).total_seconds()
+    # The default's first step (Exponential base 2s, ±10 %), not the worker's Fixed([7]).
+    assert isinstance(DEFAULT_POLICY, durq.Exponential)
+    nominal, jitter = DEFAULT_POLICY.base, DEFAULT_POLICY.jitter
+    assert nominal * (1 - jitter) - 0.002 <= delay <= nominal * (1 + jitter) + 0.002, delay
     assert testing.enqueued_jobs(worker, "remote")[0].id == job.id

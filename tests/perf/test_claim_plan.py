@@ -99,7 +99,7 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
     try:
         with app.driver.transaction() as ex:
             held = app.driver.job_claim(
-                ex, queues=["default"], worker_id="plan-check", limit=100, lease_seconds=30
+                ex, queue="default", worker_id="plan-check", limit=100, lease_seconds=30
             )
         assert len(held) == 100
         reqs = [
@@ -111,7 +111,7 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
         statement = pyformat.replace("%(batch)s", "$1").replace("%%", "%")
         with psycopg.connect(filled_pg_url, row_factory=dict_row) as conn:
             conn.execute(SQL("SET plan_cache_mode = {}").format(Literal(f"force_{plan_mode}_plan")))
-            conn.execute(SQL("PREPARE finish(text) AS {}").format(SQL(statement)))  # type: ignore[arg-type]
+            conn.execute(SQL("PREPARE finish(text) AS {}").format(SQL(statement)))
             row = conn.execute(
                 SQL("EXPLAIN (FORMAT JSON) EXECUTE finish({})").format(Literal(batch))
             ).fetchone()

@@ -19,7 +19,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "durq"
 
 LAYERS: list[set[str]] = [
-    {"types", "errors", "py"},
+    {"types", "errors", "py", "logs"},
     {"retry", "settings", "keys"},
     {"states"},
     {"_drivers"},

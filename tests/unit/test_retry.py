@@ -55,9 +55,12 @@ def test_bad_policies_are_refused_with_a_fix(make: object) -> None:
 
 def test_outcome_to_change_covers_each_outcome() -> None:
     policy = durq.Fixed([60, 300])
-    rule = dict(attempt=1, max_attempts=3, policy=policy)
-    assert states.outcome_to_change(**rule, outcome=states.Success(5)).to_state == "succeeded"
-    retry = states.outcome_to_change(**rule, outcome=ValueError("bad"))
+
+    def rule(outcome: states.Outcome) -> states.Change:
+        return states.outcome_to_change(attempt=1, max_attempts=3, policy=policy, outcome=outcome)
+
+    assert rule(states.Success(5)).to_state == "succeeded"
+    retry = rule(ValueError("bad"))
     assert (retry.to_state, retry.delay, retry.error_code, retry.error_message) == (
         "retry_wait",
         60,
@@ -66,11 +69,11 @@ def test_outcome_to_change_covers_each_outcome() -> None:
     )
     last = states.outcome_to_change(attempt=3, max_attempts=3, policy=policy, outcome=ValueError())
     assert (last.to_state, last.error_message) == ("dead_letter", "ValueError")
-    assert states.outcome_to_change(**rule, outcome=durq.Retry(after=5)).delay == 5
-    assert states.outcome_to_change(**rule, outcome=durq.Fail("x")).to_state == "dead_letter"
-    snooze = states.outcome_to_change(**rule, outcome=durq.Snooze(9))
+    assert rule(durq.Retry(after=5)).delay == 5
+    assert rule(durq.Fail("x")).to_state == "dead_letter"
+    snooze = rule(durq.Snooze(9))
     assert (snooze.to_state, snooze.refund_attempt, snooze.delay) == ("queued", True, 9)
-    lost = states.outcome_to_change(**rule, outcome=states.Lost())
+    lost = rule(states.Lost())
     assert (lost.to_state, lost.attempt_outcome, lost.bump_version) == ("retry_wait", "lost", True)
 
 

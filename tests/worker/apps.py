@@ -83,3 +83,13 @@ async def async_own_timeout() -> None:
 def kills_its_process() -> None:
     """A task that takes its whole process down, as a crashing extension would."""
     os._exit(7)
+
+
+def _lookup(record: dict[str, Any]) -> Any:
+    return record["missing"]
+
+
+@app.task(max_attempts=2, retry=durq.Fixed([3600]))
+def fails_in_a_helper() -> None:
+    """Fails deep in a helper: the stored traceback must show where."""
+    _lookup({})

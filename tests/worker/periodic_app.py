@@ -7,6 +7,6 @@ import durq
 app = durq.App()
 
 
-@app.periodic(cron="* * * * * *", catchup=2, queue="ticks")
+@app.periodic(cron="* * * * * *", queue="ticks")
 def heartbeat_report() -> dict[str, str]:
     return {"status": "ok"}

@@ -18,6 +18,20 @@ from durq._worker.runner import Worker
 
 from ..waiting import wait_until
 
+__all__ = [
+    "APP",
+    "WorkerProcess",
+    "adopt_test_tasks",
+    "all_in",
+    "durq_env",
+    "run_cli",
+    "running_worker",
+    "signal_name",
+    "states_of",
+    "wait_until",
+    "worker_processes",
+]
+
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.worker.apps:app"
 

@@ -72,13 +72,13 @@ def refuse_success_of_poisoned_jobs(db_url: str) -> None:
         conn.commit()
         conn.close()
         return
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute(
+    with psycopg.connect(db_url, autocommit=True) as pg:
+        pg.execute(
             "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
             "IF NEW.state = 'succeeded' AND (NEW.args->>'poison')::boolean THEN "
             "RAISE EXCEPTION 'refused: poisoned job'; END IF; RETURN NEW; END $$"
         )
-        conn.execute(
+        pg.execute(
             "CREATE TRIGGER refuse_poison BEFORE UPDATE ON durq_jobs "
             "FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
         )
@@ -203,10 +203,10 @@ def write_lock(db_url: str) -> Iterator[None]:
             conn.execute("ROLLBACK")
             conn.close()
         return
-    with psycopg.connect(db_url) as conn:
-        conn.execute("SELECT id FROM durq_jobs FOR UPDATE")
+    with psycopg.connect(db_url) as pg:
+        pg.execute("SELECT id FROM durq_jobs FOR UPDATE")
         yield
-        conn.rollback()
+        pg.rollback()
 
 
 def test_a_failed_final_flush_exits_1(db_url: str) -> None:

@@ -15,8 +15,8 @@ def test_one_leader_at_a_time_and_takeover_after_expiry(
     make_app: Callable[..., durq.App],
 ) -> None:
     a, b = make_app(), make_app()
-    first = LeaderLease(a, "maintenance", "worker-a", ttl=0.6)
-    second = LeaderLease(b, "maintenance", "worker-b", ttl=0.6)
+    first = LeaderLease(a.driver, "maintenance", "worker-a", ttl=0.6)
+    second = LeaderLease(b.driver, "maintenance", "worker-b", ttl=0.6)
     assert first.hold() is True
     assert second.hold() is False
     assert second.current() == "worker-a"
@@ -35,8 +35,8 @@ def test_one_leader_at_a_time_and_takeover_after_expiry(
 
 def test_release_hands_the_role_over_at_once(make_app: Callable[..., durq.App]) -> None:
     a, b = make_app(), make_app()
-    first = LeaderLease(a, "maintenance", "worker-a", ttl=30)
-    second = LeaderLease(b, "maintenance", "worker-b", ttl=30)
+    first = LeaderLease(a.driver, "maintenance", "worker-a", ttl=30)
+    second = LeaderLease(b.driver, "maintenance", "worker-b", ttl=30)
     assert first.hold() and not second.hold()
     first.release()
     assert first.current() is None

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import durq
-from durq.errors import ConfigurationError
 from durq._maintenance import periodic
+from durq.errors import ConfigurationError
 
 from .support import WorkerProcess, wait_until
 
@@ -61,10 +61,10 @@ def test_run_once_from_many_leaders_enqueues_each_tick_once(
     lead), the idempotency key per tick keeps it to one job per tick."""
     apps = [make_app() for _ in range(3)]
     for a in apps:
-        a.periodic(cron="*/5 * * * *", args={"report": "daily"}, catchup=600)(_report)
+        a.periodic(cron="*/5 * * * *", args={"report": "daily"}, catch_up=2)(_report)
     now = datetime(2026, 3, 1, 12, 11, 30, tzinfo=UTC)
-    created = [periodic.run_once(a, now=now) for a in apps]
-    assert [len(c) for c in created] == [2, 0, 0]  # 12:05 and 12:10 are in the window
+    created = [periodic.run_once(a.periodic_tasks, a.enqueue_tick, now=now) for a in apps]
+    assert [len(c) for c in created] == [2, 0, 0]  # 12:05 and 12:10: the 2 latest ticks
     jobs = apps[0].list_jobs(task="_report")
     assert sorted(j.run_at for j in jobs) == [
         datetime(2026, 3, 1, 12, 5, tzinfo=UTC),
@@ -73,21 +73,51 @@ def test_run_once_from_many_leaders_enqueues_each_tick_once(
     assert {j.args["report"] for j in jobs} == {"daily"}
 
     later = now + timedelta(minutes=5)
-    assert [len(periodic.run_once(a, now=later)) for a in apps] == [1, 0, 0]  # 12:15 only
+    assert [len(periodic.run_once(a.periodic_tasks, a.enqueue_tick, now=later)) for a in apps] == [
+        1,
+        0,
+        0,
+    ]  # 12:15 only
+
+
+def test_a_new_leader_never_back_fills_and_then_enqueues_each_tick(app: durq.App) -> None:
+    app.periodic(cron="* * * * * */2")(_report)  # every 2 s, no catch-up
+    start = datetime(2026, 3, 1, 12, 0, 59, 500_000, tzinfo=UTC)
+    done: dict[str, datetime] = {}
+    # Its first round (a first start, or after any downtime) enqueues no missed tick.
+    assert periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=start, done=done) == []
+    assert app.list_jobs() == []
+    later = start + timedelta(seconds=5)  # then every tick as it comes due
+    ticks = periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=later, done=done)
+    assert [j.run_at.second for j in sorted(ticks, key=lambda j: j.run_at)] == [0, 2, 4]
+    again = periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=later, done=done)
+    assert again == []
+
+
+def test_catch_up_enqueues_only_the_latest_missed_ticks(app: durq.App) -> None:
+    app.periodic(cron="* * * * * */2", catch_up=3)(_report)
+    now = datetime(2026, 3, 1, 12, 1, 0, 500_000, tzinfo=UTC)
+    created = periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=now, done={})
+    assert [j.run_at.second for j in sorted(created, key=lambda j: j.run_at)] == [56, 58, 0]
+
+
+def test_catch_up_must_be_a_small_count(app: durq.App) -> None:
+    with pytest.raises(durq.ConfigurationError, match="catch_up must be 0 to"):
+        app.periodic(cron="* * * * *", catch_up=-1)(_report)
 
 
 def test_tick_after_it_was_run_and_pruned_is_not_enqueued_again(app: durq.App) -> None:
-    app.periodic(cron="0 * * * *", catchup=3600)(_report)
+    app.periodic(cron="0 * * * *", catch_up=1)(_report)
     now = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
-    (job,) = periodic.run_once(app, now=now)
+    (job,) = periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=now)
     app.settings = app.settings.model_copy(update={"prune_succeeded_seconds": 0})
     app.run_job(job.id)
     from durq._maintenance import prune
 
-    prune.run_once(app)
+    prune.run_once(app.driver, app.settings)
     with pytest.raises(durq.JobGone):
         app.get_job(job.id)
-    assert periodic.run_once(app, now=now) == []
+    assert periodic.run_once(app.periodic_tasks, app.enqueue_tick, now=now) == []
 
 
 def test_invalid_cron_is_refused_with_a_hint(app: durq.App) -> None:

@@ -43,7 +43,7 @@ def test_jobs_past_retention_are_gone_and_unknown_ids_not_found(
     )
     jobs = _finished_jobs(app)
 
-    counts = prune.run_once(app)
+    counts = prune.run_once(app.driver, app.settings)
 
     assert counts == {"succeeded": 1, "dead_letter": 0, "cancelled": 1}
     for state in ("succeeded", "cancelled"):
@@ -63,17 +63,21 @@ def test_jobs_past_retention_are_gone_and_unknown_ids_not_found(
     missing = run_cli(db_url, "jobs", "show", str(unknown))
     assert missing.returncode == 1 and "E_NOT_FOUND" in missing.stderr
 
-    assert prune.run_once(app) == {"succeeded": 0, "dead_letter": 0, "cancelled": 0}
+    assert prune.run_once(app.driver, app.settings) == {
+        "succeeded": 0,
+        "dead_letter": 0,
+        "cancelled": 0,
+    }
 
 
 def test_tombstones_expire_after_their_own_retention(make_app: Callable[..., durq.App]) -> None:
     app = make_app(prune_succeeded_seconds=0)
     job = _finished_jobs(app)["succeeded"]
-    prune.run_once(app)
+    prune.run_once(app.driver, app.settings)
     with pytest.raises(durq.JobGone):
         app.get_job(job.id)
     app.settings = app.settings.model_copy(update={"prune_tombstone_seconds": 0})
-    prune.run_once(app)
+    prune.run_once(app.driver, app.settings)
     with pytest.raises(durq.JobNotFound) as later:
         app.get_job(job.id)
     assert not isinstance(later.value, durq.JobGone)

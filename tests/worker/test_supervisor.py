@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 import durq
+from durq.types import WorkerInfo
 
 from .support import WorkerProcess, all_in, wait_until
 
@@ -20,7 +21,7 @@ def test_processes_run_under_one_supervisor_and_stop_together(
 ) -> None:
     supervisor = spawn("--processes", "2", "--concurrency", "2", "--poll-interval", "0.2")
 
-    def children() -> list[durq.WorkerInfo]:
+    def children() -> list[WorkerInfo]:
         return [w for w in app.list_workers() if w.alive and w.pid != supervisor.pid]
 
     wait_until(lambda: len(children()) == 2, what="two worker processes to register")

@@ -42,12 +42,17 @@ def _run_and_reason(app: durq.App, worker: Worker, job_id: int) -> str | None:
 
 def test_listen_notify_wakes_an_idle_worker_on_postgres(pg_url: str) -> None:
     app = _app(pg_url)
-    enqueuer = durq.App(pg_url)  # its own connections: only the database can tell the worker
+    enqueuer = durq.App(pg_url)
     with running_worker(app, poll_interval=SLOW_POLL) as worker:
         assert worker.notifier is not None and worker.notifier.mode == "listen"
         wait_until(worker.notifier.listening.is_set, what="LISTEN to be in place")
         _idle(worker)
-        job = enqueuer.enqueue("anything", {"n": 1})
+        # An App's own commits wake this process's workers directly ("local", below); a
+        # job written in the caller's transaction is committed by the caller, so only the
+        # database's NOTIFY can tell the worker.
+        with Connection.connect(conninfo_from_url(pg_url)) as conn:
+            job = enqueuer.enqueue("anything", {"n": 1}, connection=conn)
+            conn.commit()
         assert _run_and_reason(app, worker, job.id) == "notify"
         # From another process too (the usual case): `durq enqueue` in a subprocess.
         _idle(worker)

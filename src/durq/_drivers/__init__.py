@@ -32,6 +32,7 @@ def open_driver(
     pool_max_size: int = 10,
     sqlite_synchronous: str = "FULL",
     sqlite_busy_timeout_ms: int = 30_000,
+    pgbouncer: bool = False,
 ) -> Driver:
     """The driver for ``url``. Imported on demand: a SQLite app never loads psycopg."""
     if url.startswith("sqlite:"):
@@ -42,4 +43,4 @@ def open_driver(
         )
     from .postgres.driver import PostgresDriver
 
-    return PostgresDriver(url, min_size=pool_min_size, max_size=pool_max_size)
+    return PostgresDriver(url, min_size=pool_min_size, max_size=pool_max_size, pgbouncer=pgbouncer)

@@ -87,6 +87,8 @@ class FinishRequest:
     #: The task's run log (processed, failed, summary), stored with the attempt record.
     report: tuple[int | None, int | None, str | None] | None = None
     task: str = ""
+    #: The formatted traceback of a failed attempt, stored with its attempt record.
+    traceback: str | None = None
 
     @classmethod
     def for_job(
@@ -97,6 +99,7 @@ class FinishRequest:
         runtime_ms: int | None,
         artifacts: Sequence[Artifact] = (),
         report: tuple[int | None, int | None, str | None] | None = None,
+        traceback: str | None = None,
     ) -> FinishRequest:
         """The write for a claimed ``job``, carrying its keys."""
         return cls(
@@ -110,6 +113,7 @@ class FinishRequest:
             job.concurrency_key,
             report,
             job.task,
+            traceback,
         )
 
 

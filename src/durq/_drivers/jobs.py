@@ -18,7 +18,12 @@ from .base import FinishRequest, NewJob
 from .rows import RowCodec, epoch
 from .sql import Executor
 
-__all__ = ["JobQueries"]
+__all__ = ["JobQueries", "claim_order"]
+
+
+def claim_order(job: Job) -> tuple[int, datetime, int]:
+    """The order claims pick jobs in: priority (lower first), then run_at, then id."""
+    return (job.priority, job.run_at, job.id)
 
 
 class JobQueries(RowCodec):
@@ -59,7 +64,9 @@ class JobQueries(RowCodec):
     def idem_get(self, ex: Executor, scope: str, key: str) -> Mapping[str, Any] | None:
         """``{job_id, args_hash, expired}`` for the key, or None."""
         rows = ex.run("idem_get", {"scope": scope, "key": key, "now": self.now_param()})
-        return rows[0] if rows else None
+        if not rows:
+            return None
+        return {**rows[0], "expired": bool(rows[0]["expired"])}  # SQLite answers 0/1
 
     def idem_delete(self, ex: Executor, scope: str, key: str) -> None:
         ex.run("idem_delete", {"scope": scope, "key": key, "now": self.now_param()})
@@ -140,7 +147,10 @@ class JobQueries(RowCodec):
             "lease_seconds": lease_seconds,
             "now": self.now_param(),
         }
-        return list(map(self.job_from_values, ex.values("job_claim", params)))
+        jobs = list(map(self.job_from_values, ex.values("job_claim", params)))
+        # RETURNING comes back in the order the UPDATE visited the rows, not the pick order.
+        jobs.sort(key=claim_order)
+        return jobs
 
     def job_claim_id(
         self, ex: Executor, job_id: int, *, worker_id: str, lease_seconds: float
@@ -217,6 +227,7 @@ class JobQueries(RowCodec):
             "worker_id": req.worker_id,
             "runtime_ms": req.runtime_ms,
             "outcome": change.attempt_outcome,
+            "traceback": req.traceback,
             "now": self.now_param(),
         }
         rows = ex.run("job_finish", params)

@@ -153,6 +153,7 @@ class RowCodec(DriverCore):
             processed=r.get("processed"),
             failed=r.get("failed"),
             summary=r.get("summary"),
+            traceback=r.get("traceback"),
         )
 
     def artifact_from_row(self, r: Mapping[str, Any]) -> Artifact:

@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import json
 import time
+import traceback
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,12 +26,12 @@ from .. import states
 from .._drivers import Driver, FinishRequest
 from ..errors import LeaseLost
 from ..retry import Fail, Retry
-from ..states import Outcome, Success
+from ..states import Outcome, Success, storable
 from ..task import JobContext, Task, call_task
 from ..types import Job
 from .policy import next_change
 
-__all__ = ["Execution", "Runtime", "conclude", "run_async", "run_sync"]
+__all__ = ["Execution", "Runtime", "conclude", "format_traceback", "run_async", "run_sync"]
 
 
 @dataclass(frozen=True)
@@ -202,4 +203,27 @@ def conclude(execution: Execution, worker_id: str) -> FinishRequest | None:
         change = next_change(job, execution.outcome, task.classifier if task else None)
     artifacts = ctx.artifacts if ctx else []
     report = ctx.run_report if ctx else None
-    return FinishRequest.for_job(job, worker_id, change, execution.runtime_ms, artifacts, report)
+    return FinishRequest.for_job(
+        job,
+        worker_id,
+        change,
+        execution.runtime_ms,
+        artifacts,
+        report,
+        traceback=format_traceback(execution.outcome),
+    )
+
+
+#: At most this much of a traceback is stored with its attempt.
+MAX_TRACEBACK = 16 * 1024
+
+
+def format_traceback(outcome: Outcome) -> str | None:
+    """The formatted traceback of a task's exception, bounded (its end, where the error
+    was raised, is kept), or None for an outcome that is not an exception of the task's."""
+    if not isinstance(outcome, BaseException) or outcome.__traceback__ is None:
+        return None
+    text = "".join(traceback.format_exception(outcome))
+    if len(text) > MAX_TRACEBACK:
+        text = "… (earlier frames cut)\n" + text[-(MAX_TRACEBACK - 32) :]
+    return storable(text)

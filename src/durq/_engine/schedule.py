@@ -31,7 +31,9 @@ class PeriodicTask:
     cron: str
     args: dict[str, Any] = field(default_factory=dict)
     queue: str | None = None
-    catchup: float = 60.0
+    #: Missed ticks enqueued when a leader starts (first start, after downtime, after a
+    #: leader change): 0 resumes with the next tick; N enqueues the N latest missed ones.
+    catch_up: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.cron, str) or not croniter.is_valid(self.cron):
@@ -40,8 +42,13 @@ class PeriodicTask:
                 "fields (minute hour day month weekday) such as '*/5 * * * *', or six with "
                 "seconds last such as '* * * * * */10'"
             )
-        if not self.catchup >= 0:
-            raise ConfigurationError(f"periodic task {self.name!r}: catchup must be >= 0 seconds")
+        if isinstance(self.catch_up, bool) or not isinstance(self.catch_up, int):
+            raise ConfigurationError(f"periodic task {self.name!r}: catch_up must be an int")
+        if not 0 <= self.catch_up <= MAX_TICKS_PER_ROUND:
+            raise ConfigurationError(
+                f"periodic task {self.name!r}: catch_up must be 0 to {MAX_TICKS_PER_ROUND} "
+                f"missed ticks, got {self.catch_up}"
+            )
 
     def ticks(self, after: datetime, until: datetime) -> list[datetime]:
         """The ticks ``t`` with ``after < t <= until``, oldest first (at most a bounded few)."""
@@ -54,6 +61,12 @@ class PeriodicTask:
             found.append(tick)
         return found
 
+    def missed(self, now: datetime) -> list[datetime]:
+        """The ``catch_up`` latest ticks at or before ``now``, oldest first."""
+        it = croniter(self.cron, now.astimezone(UTC))
+        found = [it.get_prev(datetime) for _ in range(self.catch_up)]
+        return sorted(found)
+
     def next_tick(self, after: datetime) -> datetime:
         tick: datetime = croniter(self.cron, after.astimezone(UTC)).get_next(datetime)
         return tick
@@ -63,5 +76,9 @@ class PeriodicTask:
 
     @property
     def key_ttl(self) -> float:
-        # The key must outlive the window in which a tick may still be enqueued.
-        return max(2 * self.catchup, 3600.0)
+        # The key must outlive the window in which a tick may still be enqueued: the
+        # catch-up ticks a new leader may look back to, and an hour at least.
+        now = datetime.now(UTC)
+        first = self.next_tick(now)
+        interval = (self.next_tick(first) - first).total_seconds()
+        return max(3600.0, 2 * (self.catch_up + 1) * interval)

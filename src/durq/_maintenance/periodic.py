@@ -13,7 +13,7 @@ enqueued when a leader comes back; older ticks are skipped.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from .._engine.schedule import PeriodicTask
 from ..errors import JobNotFound
@@ -32,19 +32,24 @@ def run_once(
     now: datetime | None = None,
     done: dict[str, datetime] | None = None,
 ) -> list[Job]:
-    """Enqueue every tick due in the catch-up window that is not enqueued yet.
+    """Enqueue the ticks that came due since the last round.
 
-    ``done`` (name → last tick handled) lets a long-running leader skip ticks it already
-    enqueued without asking the database; the idempotency key is what guarantees once.
-    Returns the jobs this call created.
+    ``done`` (name → last tick handled) is the leader's memory for its term. A schedule it
+    has not handled yet this term (a first start, a restart after downtime, a new leader)
+    never back-fills: only its ``catch_up`` latest missed ticks are enqueued (none by
+    default), then every tick as it comes due. The idempotency key per tick is what
+    guarantees once, even if two processes briefly both lead. Returns the jobs created.
     """
     now = now or datetime.now(UTC)
     created: list[Job] = []
     for periodic in schedules:
-        after = now - timedelta(seconds=periodic.catchup)
         if done is not None and periodic.name in done:
-            after = max(after, done[periodic.name])
-        for tick in periodic.ticks(after, now):
+            due = periodic.ticks(done[periodic.name], now)
+        else:
+            due = periodic.missed(now)
+            if done is not None:
+                done[periodic.name] = now  # from here on, every tick as it comes due
+        for tick in due:
             try:
                 job, was_created = enqueue_tick(periodic, tick)
             except JobNotFound:  # this tick's job already ran and was pruned

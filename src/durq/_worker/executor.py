@@ -74,7 +74,12 @@ class Executor:
         try:
             req = pipeline.conclude(execution, self.worker_id)
         except Exception as exc:  # conclude() guards its rule; this is the last line
-            log.exception("job %s (%s): could not conclude its attempt", job.id, job.task)
+            log.exception(
+                "job %s (%s): could not conclude its attempt",
+                job.id,
+                job.task,
+                extra=self.log_fields(job),
+            )
             req = self._request(entry, unwritable(f"{type(exc).__name__}: {exc}"))
         if req is None:  # the task itself hit LeaseLost through its context
             self._abandon(entry, "the task's own fenced write found the lease lost")
@@ -119,20 +124,36 @@ class Executor:
                 "it now, nothing was written",
                 job.id,
                 job.task,
+                extra=self.log_fields(job),
             )
             return
         if result is None:
             return
         self.outcomes[str(result.state)] += 1
+        ids = self.log_fields(job)
         if entry.phase is Phase.RELEASING:
             self.released += 1
             log.info(
-                "job %s (%s): released to %s, attempt not spent", job.id, job.task, result.state
+                "job %s (%s): released to %s, attempt not spent",
+                job.id,
+                job.task,
+                result.state,
+                extra=ids,
             )
         elif result.state == "succeeded":
-            log.info("job %s (%s) succeeded in %d ms", job.id, job.task, req.runtime_ms or 0)
-        else:
             log.info(
+                "job %s (%s) succeeded in %d ms",
+                job.id,
+                job.task,
+                req.runtime_ms or 0,
+                extra=ids | {"runtime_ms": req.runtime_ms},
+            )
+        else:
+            # A retry is worth a look (WARNING); a job that will not run again is an ERROR,
+            # with the traceback that explains it.
+            final = result.state not in ("retry_wait", "queued")
+            log.log(
+                logging.ERROR if final else logging.WARNING,
                 "job %s (%s) attempt %d/%d: %s: %s → %s%s",
                 job.id,
                 job.task,
@@ -141,10 +162,23 @@ class Executor:
                 result.last_error_code,
                 result.last_error,
                 result.state,
-                f" (next attempt at {result.run_at.isoformat(timespec='seconds')})"
-                if result.state in ("retry_wait", "queued")
-                else "",
+                ""
+                if final
+                else f" (next attempt at {result.run_at.isoformat(timespec='seconds')})",
+                extra=ids
+                | {"error_code": result.last_error_code, "state": str(result.state)}
+                | ({"traceback": req.traceback} if final and req.traceback else {}),
             )
+
+    def log_fields(self, job: Job) -> dict[str, object]:
+        """The ids every log line about ``job`` carries."""
+        return {
+            "job_id": job.id,
+            "task": job.task,
+            "queue": job.queue,
+            "attempt": job.attempt,
+            "worker_id": self.worker_id,
+        }
 
     def on_lost(self, entry: InFlight) -> None:
         if entry.phase is not Phase.RUNNING:

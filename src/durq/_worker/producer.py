@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._drivers import Driver
+from .._drivers.jobs import claim_order
 from ..types import Job
 from .inflight import InFlightJobs, Pulse
 
@@ -159,7 +160,7 @@ class Producer:
                 if len(claimed) >= limit:
                     break
         if len(order) > 1:
-            claimed.sort(key=_claim_order)
+            claimed.sort(key=claim_order)
         return claimed
 
     def _next_due(self) -> float | None:
@@ -197,10 +198,6 @@ class Producer:
 
     async def _sleep(self, seconds: float) -> None:
         await self._wake.wait(seconds)
-
-
-def _claim_order(job: Job) -> tuple[int, float, int]:
-    return (job.priority, job.run_at.timestamp(), job.id)
 
 
 def _brief(exc: BaseException) -> str:

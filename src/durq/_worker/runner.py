@@ -32,6 +32,7 @@ from .._engine import pipeline
 from .._engine.identity import default_worker_id
 from .._maintenance.loop import Maintenance
 from ..errors import ConfigurationError
+from ..settings import redact_url
 from .completer import Completer
 from .config import TaskThreads, WorkerApp, resolve_queues, worker_settings
 from .executor import Executor
@@ -265,9 +266,10 @@ class Worker:
     def _log_started(self) -> None:
         s = self.settings
         log.info(
-            "worker %s started: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
+            "worker %s started on %s: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
             "heartbeat=%gs shutdown_timeout=%gs wake-ups=%s%s",
             self.worker_id,
+            redact_url(self.driver.url),
             ",".join(self.queues),
             s.concurrency,
             s.poll_interval,
@@ -276,6 +278,7 @@ class Worker:
             s.shutdown_timeout,
             self.notifier.mode,
             f" max_jobs={self.max_jobs}" if self.max_jobs else "",
+            extra={"worker_id": self.worker_id, "database": redact_url(self.driver.url)},
         )
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:

@@ -19,7 +19,7 @@ E_BREAKER_OPEN             409     the job's breaker key is paused; ``details`` 
 E_GONE                     410     the job finished and was pruned
 E_PAYLOAD_TOO_LARGE        413     the body is over ``DURQ_API_MAX_BODY_BYTES``
 E_VALIDATION               422     a field is missing, unknown, of the wrong type or out of range
-E_UNKNOWN_TASK             422     ``execution_mode: sync`` for a task this server does not know
+E_UNKNOWN_TASK             422     a task the served App does not define (the closest is named)
 E_RATE_LIMITED             429     this key sent too many requests; wait ``Retry-After`` seconds
 E_INTERNAL                 500     a bug: the log line with this ``request_id`` has the traceback
 E_DATABASE_UNAVAILABLE     503     the database cannot be reached
@@ -65,8 +65,8 @@ DURQ_STATUS: tuple[tuple[type[DurqError], int], ...] = (
     (BreakerOpen, 409),
     (IdempotencyConflict, 409),
     (InvalidTransition, 409),
-    (ValidationError, 422),
     (UnknownTask, 422),
+    (ValidationError, 422),
     (DatabaseUnavailable, 503),
     (SchemaOutOfDate, 503),
 )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,15 +17,27 @@ from rich.table import Table
 
 from ..app import App
 from ..errors import ConfigurationError, DurqError
+from ..settings import DEFAULT_DATABASE_URL, redact_url, unknown_variables
 from .loading import import_app
 
-__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "console", "fail", "load_app", "print_json", "table"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "api_extra",
+    "console",
+    "database_source",
+    "err_console",
+    "fail",
+    "load_app",
+    "print_json",
+    "table",
+]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # messages stay greppable: no hard wraps
 
 AppOption = typer.Option(
     None, "--app", help="Your App as module:attribute (e.g. myproj.jobs:app); tasks come from it."
@@ -43,7 +57,28 @@ def load_app(spec: str | None, database_url: str | None = None) -> App:
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(app.close)
+    for warning in unknown_variables(os.environ):
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    err_console.print(
+        f"[dim]database: {redact_url(app.database_url)} "
+        f"(from {database_source(app, spec, database_url)})[/]",
+        highlight=False,
+    )
     return app
+
+
+def database_source(app: App, spec: str | None, flag: str | None) -> str:
+    """Where the database URL came from, in the words a user would look for it."""
+    if flag:
+        return "--database-url"
+    if "DURQ_DATABASE_URL" in os.environ:
+        return "DURQ_DATABASE_URL"
+    if "database_url" not in app.settings.model_fields_set:
+        return f"the default; set DURQ_DATABASE_URL to use another ({DEFAULT_DATABASE_URL})"
+    env_file = Path(".env")
+    if env_file.is_file() and "DURQ_DATABASE_URL" in env_file.read_text(errors="replace"):
+        return ".env"
+    return f"the App {spec}" if spec else "settings"
 
 
 def _find_app(spec: str | None, database_url: str | None) -> App:
@@ -68,6 +103,27 @@ def durq_errors() -> Iterator[None]:
         yield
     except DurqError as exc:
         fail(f"{exc} [{exc.code}]")
+
+
+#: The modules durq[api] brings: the HTTP service needs them, the library does not.
+API_EXTRA_MODULES = ("fastapi", "starlette", "uvicorn", "prometheus_client")
+
+
+@contextmanager
+def api_extra(command: str) -> Iterator[None]:
+    """A missing module of the ``api`` extra becomes one line saying what to install."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in API_EXTRA_MODULES:
+            raise
+        # Plain text on one line: the brackets are the command to type, not markup.
+        typer.echo(
+            f"error: `durq {command}` needs the HTTP extra, which is not installed "
+            f"(no module {exc.name!r}): pip install 'durq[api]'",
+            err=True,
+        )
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def print_json(value: Any) -> None:

@@ -14,6 +14,7 @@ from .common import (
     AppOption,
     JsonOption,
     UrlOption,
+    err_console,
     fail,
     load_app,
     print_json,
@@ -25,7 +26,9 @@ __all__ = ["enqueue"]
 
 
 def enqueue(
-    task: str = typer.Argument(..., help="Task name (it need not be registered here)."),
+    task: str = typer.Argument(
+        ..., help="Task name; with --app it must be one of the App's tasks and --args must fit it."
+    ),
     args: str = typer.Option("{}", "--args", help="Arguments as a JSON object, e.g. '{\"n\": 1}'."),
     queue: str = typer.Option(None, "--queue", help="Queue (default: the task's, else default)."),
     delay: float = typer.Option(None, "--delay", min=0, help="Seconds from now until it may run."),
@@ -40,7 +43,12 @@ def enqueue(
     app_spec: str = AppOption,
     database_url: str = UrlOption,
 ) -> None:
-    """Enqueue one job and print it."""
+    """Enqueue one job and print it.
+
+    With --app the task is looked up in your App: a misspelled name or arguments that do
+    not fit its signature are refused, and the task's own queue, retry policy and attempts
+    apply. Without --app nothing can be checked: the job takes the default queue, policy
+    and attempts unless you give them, and a warning says so."""
     try:
         parsed: Any = json.loads(args)
     except json.JSONDecodeError as exc:
@@ -48,6 +56,14 @@ def enqueue(
     if not isinstance(parsed, dict):
         fail(f"--args must be a JSON object, got {type(parsed).__name__}", EXIT_USAGE)
     app = load_app(app_spec, database_url)
+    if app_spec is None:
+        err_console.print(
+            f"[yellow]warning:[/] no --app given, so task {task!r} is not checked and its own "
+            "queue, retry policy and max attempts are unknown here: the job gets "
+            f"queue {queue or app.settings.default_queue!r} and the defaults. Pass --app "
+            "module:attribute to use the task's own settings.",
+            highlight=False,
+        )
     try:
         new = app.build(
             task,
@@ -57,6 +73,7 @@ def enqueue(
             priority=priority,
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
+            unchecked=app_spec is None,
         )
         job, created = app.insert(new)
     except ValidationError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,7 +10,19 @@ import typer
 
 from ..types import Job
 from ..wire import ArtifactOut, AttemptOut, JobOut, dump, requeue_view
-from .common import AppOption, JsonOption, UrlOption, durq_errors, load_app, print_json, table
+from .common import (
+    AppOption,
+    JsonOption,
+    UrlOption,
+    console,
+    durq_errors,
+    load_app,
+    print_json,
+    table,
+)
+
+#: How many closing lines of a traceback ``jobs show`` prints (--json has all of it).
+TRACEBACK_LINES = 6
 
 jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
 
@@ -95,6 +108,17 @@ def show(
             for a in attempts
         ],
     )
+    for a in attempts:
+        if a.traceback:
+            head = "\n".join(a.traceback.rstrip().splitlines()[-TRACEBACK_LINES:])
+            console.print(f"[bold]attempt {a.attempt} traceback (end):[/]", highlight=False)
+            console.print(head, markup=False, highlight=False)
+    if artifacts:
+        table(
+            "artifacts",
+            ["type", "ref", "payload"],
+            [(a.artifact_type, a.ref, json.dumps(a.payload)[:80]) for a in artifacts],
+        )
 
 
 @jobs_app.command("cancel")

@@ -13,6 +13,7 @@ from .common import (
     AppOption,
     JsonOption,
     UrlOption,
+    api_extra,
     durq_errors,
     fail,
     load_app,
@@ -27,7 +28,8 @@ keys_app = typer.Typer(help="Create, list and disable API keys.", no_args_is_hel
 
 
 def _service(app_spec: str | None, database_url: str | None) -> KeyService:
-    from ..api.keys import KeyService
+    with api_extra("keys"):
+        from ..api.keys import KeyService
 
     return KeyService(load_app(app_spec, database_url))
 

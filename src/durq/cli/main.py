@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from .. import __version__
 from ..demo import run_demo
+from ..errors import ConfigurationError
 from .bench import bench
-from .common import AppOption, UrlOption, durq_errors, load_app
+from .common import EXIT_USAGE, AppOption, UrlOption, durq_errors, err_console, load_app
 from .enqueue import enqueue
 from .jobs import jobs_app
 from .keys import keys_app
@@ -22,6 +24,27 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"durq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print durq's version and exit.",
+    ),
+) -> None:
+    """durq: a durable job queue on PostgreSQL and SQLite."""
+
+
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(queues_app, name="queues")
 app.command("worker")(worker)
@@ -61,7 +84,11 @@ def demo(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ConfigurationError as exc:  # a bad setting: one line, no traceback, exit 2
+        err_console.print(f"[bold red]error:[/] {exc} [{exc.code}]", highlight=False)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 if __name__ == "__main__":

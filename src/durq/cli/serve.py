@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import typer
 
+from .. import logs
 from ..errors import DurqError
-from .common import AppOption, UrlOption, err_console, load_app
+from .common import AppOption, UrlOption, api_extra, err_console, load_app
+from .logging_options import logging_options
 
 
 def serve(
     app_spec: str = AppOption,
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="TCP port."),
-    log_level: str = typer.Option("info", "--log-level", help="uvicorn's log level."),
+    log_level: str = typer.Option(
+        None, "--log-level", help="DEBUG, INFO, WARNING or ERROR (default DURQ_LOG_LEVEL, INFO)."
+    ),
+    log_format: str = typer.Option(
+        None, "--log-format", help="json, console, or auto (DURQ_LOG_FORMAT)."
+    ),
     database_url: str = UrlOption,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
-    import uvicorn
+    with api_extra("serve"):
+        import uvicorn
 
-    from ..api import create_app
+        from ..api import create_app
 
+    level, fmt = logging_options(log_level, log_format)
+    logs.configure(level, fmt)
     app = load_app(app_spec, database_url)
     try:
         app.check_schema()
@@ -33,4 +43,7 @@ def serve(
         f"durq API on http://{host}:{port} (docs at /docs, tasks: {sorted(app.tasks) or 'none'})",
         highlight=False,
     )
-    uvicorn.run(api, host=host, port=port, log_level=log_level, access_log=False)
+    # uvicorn logs through the standard library, so its lines take durq's format too.
+    uvicorn.run(
+        api, host=host, port=port, log_level=level.lower(), access_log=False, log_config=None
+    )

@@ -16,8 +16,10 @@ import sys
 import time
 from typing import Any
 
+from .. import logs
 from .._worker.runner import Worker
 from ..errors import ConfigurationError, DurqError
+from ..logs import LogFormat
 from .loading import import_app
 
 __all__ = ["configure_logging", "supervise"]
@@ -25,14 +27,9 @@ __all__ = ["configure_logging", "supervise"]
 log = logging.getLogger("durq.worker")
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """One line per event on stderr: time, level, source, message."""
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
+def configure_logging(level: str = "INFO", fmt: LogFormat = "auto") -> None:
+    """Structured lines on stderr (see :mod:`durq.logs`)."""
+    logs.configure(level, fmt)
 
 
 def _child_main(
@@ -43,7 +40,7 @@ def _child_main(
     early: list[int] = []  # a stop forwarded while this process is still importing
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: early.append(signum))
-    configure_logging(options.pop("log_level", "INFO"))
+    configure_logging(options.pop("log_level", "INFO"), options.pop("log_format", "auto"))
     code = 1
     try:
         app = import_app(app_spec, database_url)

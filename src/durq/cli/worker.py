@@ -10,8 +10,10 @@ import typer
 
 from .._worker.runner import Worker
 from ..errors import ConfigurationError, DurqError
-from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, fail
+from ..settings import redact_url, unknown_variables
+from .common import EXIT_FAILURE, EXIT_USAGE, UrlOption, database_source, err_console, fail
 from .loading import import_app
+from .logging_options import logging_options
 from .supervisor import configure_logging, supervise
 
 __all__ = ["worker"]
@@ -64,7 +66,14 @@ def worker(
         help="Do not LISTEN for new jobs; poll only (PostgreSQL behind PgBouncer "
         "transaction pooling). Same as DURQ_LISTEN_NOTIFY=false.",
     ),
-    log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
+    log_level: str = typer.Option(
+        None, "--log-level", help="DEBUG, INFO, WARNING or ERROR (default DURQ_LOG_LEVEL, INFO)."
+    ),
+    log_format: str = typer.Option(
+        None,
+        "--log-format",
+        help="json, console, or auto: JSON unless stderr is a terminal (DURQ_LOG_FORMAT).",
+    ),
     database_url: str = UrlOption,
 ) -> None:
     """Run jobs: claim, execute, record outcomes, until SIGTERM/SIGINT.
@@ -75,9 +84,8 @@ def worker(
 
     A second signal exits at once; leases expire and other workers reclaim the jobs.
     """
-    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        fail(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {log_level!r}", EXIT_USAGE)
-    configure_logging(log_level)
+    log_level, log_format = logging_options(log_level, log_format)
+    configure_logging(log_level, log_format)
     options: dict[str, Any] = {
         "queues": queues,
         "concurrency": concurrency,
@@ -89,11 +97,15 @@ def worker(
         "max_jobs": max_jobs,
         "once": once,
     }
+    for warning in unknown_variables(os.environ):
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     try:
-        app = import_app(app_spec)
-        if database_url:
-            app.settings = app.settings.model_copy(update={"database_url": database_url})
-            app.close()
+        app = import_app(app_spec, database_url)
+        err_console.print(
+            f"[dim]database: {redact_url(app.database_url)} "
+            f"(from {database_source(app, app_spec, database_url)})[/]",
+            highlight=False,
+        )
         count = processes or app.settings.processes
         run = Worker(app, **options)  # validates every option before anything starts
     except ConfigurationError as exc:
@@ -101,7 +113,10 @@ def worker(
     if count > 1:
         app.close()
         code = supervise(
-            app_spec, count, options | {"log_level": log_level}, database_url=database_url
+            app_spec,
+            count,
+            options | {"log_level": log_level, "log_format": log_format},
+            database_url=database_url,
         )
         raise typer.Exit(code)
     try:

@@ -33,10 +33,13 @@ class PsycopgExecutor:
 
     dialect = "postgresql"
 
-    def __init__(self, conn: Any, queries: Queries) -> None:
+    def __init__(self, conn: Any, queries: Queries, *, prepare: bool | None = None) -> None:
         self.conn = conn
         self.queries: Queries = queries
         self._psycopg3 = isinstance(conn, PsycopgConnection)
+        # False: never a server-side prepared statement (PgBouncer in transaction mode),
+        # even on a caller's connection that would prepare after a few executions.
+        self._prepare = {"prepare": False} if prepare is False and self._psycopg3 else {}
 
     def run(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         if self._psycopg3:
@@ -44,7 +47,7 @@ class PsycopgExecutor:
             # (cursor.description builds a Column object per column on every call, which
             # costs more client time than a small statement itself.)
             with self.conn.cursor(row_factory=tuple_row) as cur:
-                cur.execute(self.queries.pyformat[name], params or {})
+                cur.execute(self.queries.pyformat[name], params or {}, **self._prepare)
                 result = cur.pgresult
                 if result is None or not result.nfields:
                     return []
@@ -65,7 +68,7 @@ class PsycopgExecutor:
         if not self._psycopg3:
             return [tuple(row.values()) for row in self.run(name, params)]
         with self.conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(self.queries.pyformat[name], params or {})
+            cur.execute(self.queries.pyformat[name], params or {}, **self._prepare)
             return cur.fetchall() if cur.pgresult is not None and cur.pgresult.nfields else []
 
 
@@ -81,9 +84,15 @@ class PostgresDriver(Driver):
     capabilities = Capabilities(listen_notify=True)
     folder = Path(__file__).parent
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, pgbouncer: bool = False
+    ) -> None:
         super().__init__(url)
         self.conninfo = conninfo_from_url(url)
+        #: Behind PgBouncer in transaction mode a prepared statement lives on one server
+        #: connection and the next transaction may get another: prepare nothing.
+        self.pgbouncer = pgbouncer
+        self._connect_kwargs: dict[str, Any] = {"prepare_threshold": None} if pgbouncer else {}
         self.min_size = min_size
         self.max_size = max(max_size, min_size, 1)
         self._pool: ConnectionPool | None = None
@@ -94,7 +103,9 @@ class PostgresDriver(Driver):
     def connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
         """A dedicated connection (LISTEN, benchmarks). Raises ``DatabaseUnavailable``."""
         try:
-            return psycopg.connect(self.conninfo, autocommit=autocommit, connect_timeout=10)
+            return psycopg.connect(
+                self.conninfo, autocommit=autocommit, connect_timeout=10, **self._connect_kwargs
+            )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"cannot connect to {redact_url(self.url)}: {str(exc).strip()}. "
@@ -111,7 +122,7 @@ class PostgresDriver(Driver):
     def listen(self) -> PgListener:
         conn = self.connect(autocommit=True)
         try:
-            PsycopgExecutor(conn, self.queries).run("listen_jobs")
+            self._executor(conn).run("listen_jobs")
         except BaseException:
             conn.close()
             raise
@@ -129,13 +140,14 @@ class PostgresDriver(Driver):
                         open=True,
                         name="durq",
                         configure=_configure,
+                        kwargs=self._connect_kwargs,
                     )
         return self._pool
 
     @contextmanager
     def transaction(self) -> Iterator[Executor]:
         with _translated(self.url), self._get_pool().connection() as conn:
-            yield PsycopgExecutor(conn, self.queries)
+            yield self._executor(conn)
 
     read = transaction
 
@@ -145,7 +157,7 @@ class PostgresDriver(Driver):
         with _translated(self.url), self._get_pool().connection() as conn:
             conn.autocommit = True
             try:
-                yield PsycopgExecutor(conn, self.queries)
+                yield self._executor(conn)
             finally:
                 if not conn.closed:
                     conn.autocommit = False
@@ -153,12 +165,15 @@ class PostgresDriver(Driver):
     def foreign(self, connection: Any) -> Executor:
         module = type(connection).__module__
         if module.startswith(("psycopg", "psycopg2")):
-            return PsycopgExecutor(connection, self.queries)
+            return self._executor(connection)
         raise ConfigurationError(
             f"connection= got a {type(connection).__name__} from {module!r}, but this App uses "
             "PostgreSQL: pass a psycopg connection, or a SQLAlchemy Connection/Session bound "
             "to the same PostgreSQL database"
         )
+
+    def _executor(self, conn: Any) -> PsycopgExecutor:
+        return PsycopgExecutor(conn, self.queries, prepare=False if self.pgbouncer else None)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -202,8 +217,9 @@ class PostgresDriver(Driver):
         return applied
 
     def applied_migrations(self) -> list[int]:
-        with self.read() as ex:
-            ex.run("migrations_table")
+        with self.read() as ex:  # a read: works for a read-only role or a replica
+            if not ex.run("migrations_exists"):
+                return []
             return [int(r["version"]) for r in ex.run("migrations_applied")]
 
     # ---- bulk enqueue: one multi-row statement -----------------------------------------
@@ -273,7 +289,14 @@ class PostgresDriver(Driver):
     def finish_many_params(reqs: Sequence[FinishRequest]) -> dict[str, Any]:
         """``job_finish_many``'s parameters: the requests as one JSON array of rows."""
         batch = [
-            [*finish_row(req), req.change.result, req.worker_id, req.runtime_ms, outcome]
+            [
+                *finish_row(req),
+                req.change.result,
+                req.worker_id,
+                req.runtime_ms,
+                outcome,
+                req.traceback,
+            ]
             for req in reqs
             for outcome in (req.change.attempt_outcome,)
         ]

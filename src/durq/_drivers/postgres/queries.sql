@@ -47,6 +47,11 @@ FROM STDIN
 -- name: job_notify
 SELECT pg_notify('durq_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q
 
+-- name: job_delete
+-- Attempts have no foreign key (it cost a quarter of every finish): delete them here.
+WITH attempts AS (DELETE FROM durq_attempts WHERE job_id = :id)
+DELETE FROM durq_jobs WHERE id = :id
+
 -- name: idem_get
 SELECT job_id, args_hash, expires_at <= now() AS expired
 FROM durq_idempotency WHERE scope = :scope AND key = :key
@@ -177,11 +182,12 @@ WITH done AS (
     RETURNING {job_columns}
 ), rec AS (
     INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
-                               finished_at, runtime_ms, outcome, error_code, error_message)
+                               finished_at, runtime_ms, outcome, error_code, error_message,
+                               traceback)
     SELECT id, attempt + CAST(:refund AS int), :claim_version, CAST(:worker_id AS text),
            attempted_at, now(), CAST(:runtime_ms AS int),
            CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE CAST(:outcome AS text) END,
-           CAST(:error_code AS text), CAST(:error_message AS text)
+           CAST(:error_code AS text), CAST(:error_message AS text), CAST(:traceback AS text)
     FROM done
 )
 SELECT * FROM done
@@ -192,7 +198,7 @@ SELECT * FROM done
 -- matches nothing and is absent from the result. Same rules as job_finish; the attempt
 -- records are written in the same statement. It returns only what the worker reports.
 -- The request is one JSON array of [id, claim_version, to_state, refund, bump, delay,
--- error_code, error_message, result, worker_id, runtime_ms, outcome] rows: one json.dumps
+-- error_code, error_message, result, worker_id, runtime_ms, outcome, traceback] rows: one json.dumps
 -- on the client, where twelve typed arrays cost psycopg ~8 µs a job to encode.
 -- The plan reads the request and fetches each named row by primary key, whatever the
 -- statistics say: tests/perf/test_claim_plan.py checks it, and the cached generic plan that
@@ -204,7 +210,7 @@ WITH req AS (
            e->>2 AS r_to_state, CAST(e->>3 AS int) AS r_refund, CAST(e->>4 AS int) AS r_bump,
            CAST(e->>5 AS float8) AS r_delay, e->>6 AS r_error_code,
            e->>7 AS r_error_message, NULLIF(e->8, 'null') AS r_result, e->>9 AS r_worker_id,
-           CAST(e->>10 AS int) AS r_runtime_ms, e->>11 AS r_outcome
+           CAST(e->>10 AS int) AS r_runtime_ms, e->>11 AS r_outcome, e->>12 AS r_traceback
     FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e
 ), done AS (
     UPDATE durq_jobs
@@ -226,13 +232,14 @@ WITH req AS (
     FROM req
     WHERE id = r_id AND claim_version = r_version AND state = 'running'
     RETURNING id, state, attempt, run_at, attempted_at, last_error_code, last_error,
-              r_refund, r_version, r_worker_id, r_runtime_ms, r_outcome
+              r_refund, r_version, r_worker_id, r_runtime_ms, r_outcome, r_traceback
 ), rec AS (
     INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
-                               finished_at, runtime_ms, outcome, error_code, error_message)
+                               finished_at, runtime_ms, outcome, error_code, error_message,
+                               traceback)
     SELECT id, attempt + r_refund, r_version, r_worker_id, attempted_at, now(), r_runtime_ms,
            CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE r_outcome END,
-           last_error_code, last_error
+           last_error_code, last_error, r_traceback
     FROM done
 )
 SELECT id, state, run_at, last_error_code, last_error FROM done

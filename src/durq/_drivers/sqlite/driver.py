@@ -166,8 +166,10 @@ class SqliteDriver(Driver):
 
     # ---- values ------------------------------------------------------------------------
 
-    def now_param(self) -> Any:
-        return time.time()
+    def now_param(self) -> float:
+        # Whole microseconds, as a datetime holds them: a time read back and passed in
+        # again (e.g. created_after=job.created_at) then compares equal to the stored one.
+        return round(time.time(), 6)
 
     def list_param(self, values: Sequence[Any] | None) -> Any:
         return None if values is None else json.dumps(list(values))
@@ -192,7 +194,9 @@ class SqliteDriver(Driver):
                     continue
                 for statement in split_statements(sql):
                     self._conn().execute(statement)
-                ex.run("migration_record", {"version": version, "name": name, "now": time.time()})
+                ex.run(
+                    "migration_record", {"version": version, "name": name, "now": self.now_param()}
+                )
                 applied.append(version)
         return applied
 
@@ -255,6 +259,7 @@ class SqliteDriver(Driver):
                 "outcome": "cancelled" if job.state == "cancelled" else params["outcome"],
                 "error_code": params["error_code"],
                 "error_message": params["error_message"],
+                "traceback": req.traceback,
                 "now": params["now"],
             },
         )
@@ -266,7 +271,7 @@ class SqliteDriver(Driver):
         whose lease was lost comes back as ``LeaseLost``."""
         if not reqs or any(req.artifacts for req in reqs):
             return super().job_finish_many(ex, reqs)
-        now = time.time()
+        now = self.now_param()
         batch = [
             [*finish_row(req), None if result is None else json_param(result)]
             for req in reqs
@@ -291,6 +296,7 @@ class SqliteDriver(Driver):
                     "cancelled" if state == "cancelled" else change.attempt_outcome,
                     change.error_code,
                     change.error_message,
+                    req.traceback,
                 ]
             )
             written[row["id"]] = self.finished_from_row(row)
@@ -300,7 +306,7 @@ class SqliteDriver(Driver):
 
     def queue_ready_ages(self, ex: Executor) -> list[tuple[str, int, float, float]]:
         # SQLite has no percentile function: read the nearest-rank row per queue.
-        now = time.time()
+        now = self.now_param()
         out = []
         for row in ex.run("queue_ready_ages", {"now": now}):
             ready, oldest = int(row["ready"]), float(row["oldest_age"])

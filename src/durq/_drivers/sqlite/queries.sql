@@ -18,6 +18,10 @@ VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_
         :now, :now)
 RETURNING id, run_at, created_at
 
+-- name: job_delete
+-- Attempts and artifacts go with the job (ON DELETE CASCADE).
+DELETE FROM durq_jobs WHERE id = :id
+
 -- name: idem_get
 SELECT job_id, args_hash, expires_at <= :now AS expired
 FROM durq_idempotency WHERE scope = :scope AND key = :key
@@ -161,20 +165,23 @@ RETURNING id, state, attempt, run_at, attempted_at, last_error_code, last_error
 
 -- name: attempt_insert_many
 -- The attempt records of a job_finish_many, as one JSON array of [job_id, attempt,
--- claim_version, worker_id, started_at, runtime_ms, outcome, error_code, error_message].
+-- claim_version, worker_id, started_at, runtime_ms, outcome, error_code, error_message,
+-- traceback].
 INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
-                           finished_at, runtime_ms, outcome, error_code, error_message)
+                           finished_at, runtime_ms, outcome, error_code, error_message,
+                           traceback)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
        json_extract(value, '$[3]'), json_extract(value, '$[4]'), :now,
        json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
-       json_extract(value, '$[8]')
+       json_extract(value, '$[8]'), json_extract(value, '$[9]')
 FROM json_each(:batch)
 
 -- name: attempt_insert
 INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
-                           finished_at, runtime_ms, outcome, error_code, error_message)
+                           finished_at, runtime_ms, outcome, error_code, error_message,
+                           traceback)
 VALUES (:job_id, :attempt, :claim_version, :worker_id, :started_at, :now, :runtime_ms,
-        :outcome, :error_code, :error_message)
+        :outcome, :error_code, :error_message, :traceback)
 
 -- name: artifact_insert
 INSERT INTO durq_artifacts (job_id, artifact_type, ref, payload, created_at)
