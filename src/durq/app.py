@@ -289,7 +289,7 @@ class App(KeyOperations, TaskRegistry):
         limit: int = 100,
     ) -> list[Job]:
         """Newest first. Page with ``before_id`` = the last id of the previous page."""
-        states_ = parse_states(state)
+        states_ = _checked_filters(state, created_after, created_before)
         if (
             isinstance(limit, bool)
             or not isinstance(limit, int)
@@ -298,9 +298,6 @@ class App(KeyOperations, TaskRegistry):
             raise ValidationError(
                 f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}"
             )
-        for name, value in (("created_after", created_after), ("created_before", created_before)):
-            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-                raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")
         with self.driver.read() as ex:
             return self.driver.job_list(
                 ex,
@@ -312,6 +309,29 @@ class App(KeyOperations, TaskRegistry):
                 created_before=created_before,
                 before_id=before_id,
                 limit=limit,
+            )
+
+    def count_jobs(
+        self,
+        *,
+        state: str | list[str] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        created_by: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+    ) -> int:
+        """How many jobs match the filters of :meth:`list_jobs` (all pages together)."""
+        states_ = _checked_filters(state, created_after, created_before)
+        with self.driver.read() as ex:
+            return self.driver.job_count(
+                ex,
+                states_=states_,
+                queue=queue,
+                task=task,
+                created_by=created_by,
+                created_after=created_after,
+                created_before=created_before,
             )
 
     def attempts(self, job_id: int) -> list[Attempt]:
@@ -440,3 +460,12 @@ class App(KeyOperations, TaskRegistry):
     def reclaim_expired(self, limit: int = 100) -> list[Job]:
         """Expired leases → ``retry_wait`` or ``dead_letter`` (the lost attempt is recorded)."""
         return reclaim_batch(self.driver, limit)
+
+
+def _checked_filters(
+    state: str | list[str] | None, created_after: datetime | None, created_before: datetime | None
+) -> list[str] | None:
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+            raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")
+    return parse_states(state)

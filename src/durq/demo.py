@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import shutil
+import sys
 import threading
 import time
 from pathlib import Path
@@ -269,12 +271,24 @@ def _print_summary(console: Console, s: dict[str, Any], url: str) -> None:
             value = f"{value:,}"
         table.add_row(label, str(value))
     console.print(table)
+    durq = cli_path()
     hints = (
         "Pickup latency: from when a job was due to when a worker started it (last attempt).",
         "Inspect the database:",
-        f"  durq jobs list --database-url {url} --state dead_letter",
-        f"  durq queues --database-url {url}",
-        f"  durq workers --database-url {url}",
+        f"  {durq} jobs list --database-url {url} --state dead_letter",
+        f"  {durq} queues --database-url {url}",
+        f"  {durq} workers --database-url {url}",
+        "See it in the HTTP API (docs at http://127.0.0.1:8000/docs):",
+        f"  DURQ_ENV=dev {durq} serve --database-url {url}",
     )
     for line in hints:
         console.print(line, soft_wrap=True, highlight=False)
+
+
+def cli_path() -> str:
+    """``durq`` if the shell finds it, else the path of the one beside this Python (a
+    virtualenv that is not activated, as after ``make demo``)."""
+    if shutil.which("durq"):
+        return "durq"
+    beside = Path(sys.executable).parent / "durq"
+    return str(beside) if beside.exists() else f"{sys.executable} -m durq.cli.main"

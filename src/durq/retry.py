@@ -56,8 +56,8 @@ class RetryPolicy(Protocol):
 class Fixed:
     """A fixed schedule: ``delays[attempt-1]``, the last element repeating.
 
-    Seed 000: ``Fixed((60, 300, 900, 3600, 21600))`` with ``max_attempts=5``.
-    Seed 002: ``Fixed((2, 10, 30))`` (index capped at the last element).
+    For example ``Fixed((60, 300, 900, 3600, 21600))`` with ``max_attempts=5``, or
+    ``Fixed((2, 10, 30))`` (the last delay repeats).
     """
 
     delays: Sequence[float]
@@ -84,7 +84,7 @@ class Fixed:
 class Exponential:
     """``base * factor**(attempt-1)``, scaled by a uniform ±``jitter`` fraction, capped at ``cap``.
 
-    Seed 004 (1, 2, 4, 8, 16 minutes, ±10 %, at most 30 minutes, 5 retries):
+    For example 1, 2, 4, 8, 16 minutes, ±10 %, at most 30 minutes, 5 retries:
     ``Exponential(base=60, factor=2, jitter=0.1, cap=1800)`` with ``max_attempts=6``.
     """
 

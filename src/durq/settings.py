@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigurationError
+from .logs import redact_text
 
 __all__ = ["Settings", "load_settings", "redact_url", "unknown_variables"]
 
@@ -54,7 +55,7 @@ class Settings(BaseSettings):
     # how long a pruned job's id still answers "gone" rather than "not found"
     prune_tombstone_seconds: float = Field(90 * 24 * 3600, ge=0)
 
-    # health guardrails (seed 000 d-003)
+    # health guardrails: a queue is degraded past either threshold
     degraded_p95_age_seconds: float = Field(900, gt=0)
     degraded_ready_count: int = Field(500, gt=0)
     # a queue over a guardrail this long raises an alert (and resolves it when it clears)
@@ -93,16 +94,6 @@ class Settings(BaseSettings):
     # PostgreSQL behind PgBouncer in transaction pooling mode: no server-side prepared
     # statements, and workers poll instead of LISTEN unless DURQ_LISTEN_NOTIFY says otherwise.
     pgbouncer: bool = False
-
-    @field_validator("database_url")
-    @classmethod
-    def _check_url(cls, value: str) -> str:
-        if not value.startswith(("sqlite:", "postgresql:", "postgres:", "postgresql+psycopg:")):
-            raise ValueError(
-                f"unsupported database URL {redact_url(value)!r}: use sqlite:///path.db "
-                "or postgresql://user:password@host:5432/dbname"
-            )
-        return value
 
     @model_validator(mode="after")
     def _check_roles(self) -> Settings:
@@ -145,7 +136,7 @@ class Settings(BaseSettings):
             scheme = value.split(":", 1)[0] if ":" in value else value[:20]
             raise ValueError(
                 f"unsupported database URL scheme {scheme!r} in {redact_url(value)}; use "
-                "sqlite:///path.db or postgresql://user:password@host:5432/dbname (durq "
+                "sqlite:///path.db or postgresql://user@host:5432/dbname (durq "
                 "speaks to PostgreSQL through psycopg 3: postgresql+psycopg:// works too)"
             )
         return value
@@ -153,7 +144,7 @@ class Settings(BaseSettings):
     @field_validator("poll_interval")
     @classmethod
     def _clamp_poll(cls, value: float) -> float:
-        # Seed 002 US-INFRA-09: never spin; poll at least every 0.1 s.
+        # Never spin: poll at least every 0.1 s.
         return max(value, 0.1)
 
 
@@ -180,7 +171,7 @@ def load_settings(**values: Any) -> Settings:
         for err in exc.errors(include_input=False, include_url=False):
             name = ".".join(str(part) for part in err["loc"]) or "settings"
             message = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"DURQ_{name.upper()}: {redact_url(message)}")
+            problems.append(f"DURQ_{name.upper()}: {redact_text(message)}")
         raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None
 
 

@@ -107,3 +107,27 @@ def test_durq_serve_end_to_end(sqlite_url: str, tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def test_durq_serve_in_dev_on_an_unmigrated_database_serves_and_says_why(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    env = {**os.environ, "DURQ_DATABASE_URL": url, "DURQ_ENV": "dev", "DURQ_LOG_FORMAT": "json"}
+    port = free_port()
+    proc = subprocess.Popen(
+        [*DURQ, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(proc, f"{base}/healthz")
+        ready = httpx.get(f"{base}/readyz", timeout=5)
+        assert ready.status_code == 503
+        assert "durq migrate" in ready.json()["error"]["message"]
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0].decode()
+    assert "Traceback" not in output, output
+    assert "bootstrap_keys_skipped" in output and "durq migrate" in output

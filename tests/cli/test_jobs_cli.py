@@ -127,3 +127,25 @@ def test_app_option_loads_tasks_and_url(tmp_path: Path, monkeypatch: pytest.Monk
     listed = runner.invoke(cli, ["jobs", "list", "--json", "--app", "myjobs:app"])
     assert json.loads(listed.stdout)[0]["task"] == "hello"
     app.close()
+
+
+def test_jobs_list_never_cuts_a_listing_silently(db_url: str) -> None:
+    app = durq.App(db_url)
+
+    @app.task(max_attempts=1)
+    def boom() -> None:
+        raise ValueError("kaput")
+
+    app.enqueue_many([("boom", {}) for _ in range(75)])
+    app.work()
+    listed = runner.invoke(
+        cli, ["jobs", "list", "--state", "dead_letter", "--database-url", db_url]
+    )
+    assert listed.exit_code == 0, listed.output
+    text = " ".join(listed.stdout.split())
+    assert "showing 50 of 75 job(s)" in text and "--before-id 26" in text
+    rest = runner.invoke(cli, ["jobs", "list", "--before-id", "26", "--database-url", db_url])
+    assert "showing 25 of 75 job(s)" in " ".join(rest.stdout.split())
+    everything = runner.invoke(cli, ["jobs", "list", "--limit", "100", "--database-url", db_url])
+    assert "75 job(s)" in everything.stdout and "showing" not in everything.stdout
+    app.close()

@@ -106,6 +106,34 @@ def test_job_list_filters_and_pages_newest_first(driver: Driver, new_job: JobFac
     assert ids(queue="nowhere") == []
 
 
+def test_job_count_counts_what_job_list_finds_across_pages(
+    driver: Driver, new_job: JobFactory
+) -> None:
+    a = insert(driver, new_job("resize", queue="img", created_by="ann"))
+    insert(driver, new_job("resize", queue="img", created_by="bob"))
+    insert(driver, new_job("send", queue="mail", created_by="ann"))
+    claim_one(driver, queue="mail")
+
+    def count(**filters: object) -> int:
+        base: dict[str, object] = {
+            "states_": None,
+            "queue": None,
+            "task": None,
+            "created_by": None,
+            "created_after": None,
+            "created_before": None,
+        }
+        with driver.read() as ex:
+            return driver.job_count(ex, **(base | filters))  # type: ignore[arg-type]
+
+    assert count() == 3
+    assert count(states_=["queued"]) == 2
+    assert count(states_=["running"], queue="mail") == 1
+    assert count(created_by="ann") == 2
+    assert count(task="resize", created_before=a.created_at) == 0
+    assert count(queue="nowhere") == 0
+
+
 def test_job_list_created_bounds_at_a_jobs_own_created_at(
     driver: Driver, new_job: JobFactory, sql: PlainSql, request: pytest.FixtureRequest
 ) -> None:

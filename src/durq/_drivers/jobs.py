@@ -108,7 +108,40 @@ class JobQueries(RowCodec):
         before_id: int | None,
         limit: int,
     ) -> list[Job]:
-        params = {
+        params = self._filter_params(
+            states_, queue, task, created_by, created_after, created_before, before_id
+        )
+        rows = ex.run("job_list", params | {"limit": limit})
+        return [self.job_from_row(r) for r in rows]
+
+    def job_count(
+        self,
+        ex: Executor,
+        *,
+        states_: Sequence[str] | None,
+        queue: str | None,
+        task: str | None,
+        created_by: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+    ) -> int:
+        """How many jobs ``job_list`` would find with these filters and no page limit."""
+        params = self._filter_params(
+            states_, queue, task, created_by, created_after, created_before, None
+        )
+        return int(ex.run("job_count", params)[0]["n"])
+
+    def _filter_params(
+        self,
+        states_: Sequence[str] | None,
+        queue: str | None,
+        task: str | None,
+        created_by: str | None,
+        created_after: datetime | None,
+        created_before: datetime | None,
+        before_id: int | None,
+    ) -> dict[str, Any]:
+        return {
             "states": self.list_param(states_),
             "queue": queue,
             "task": task,
@@ -116,9 +149,7 @@ class JobQueries(RowCodec):
             "created_after": self.ts_param(created_after),
             "created_before": self.ts_param(created_before),
             "before_id": before_id,
-            "limit": limit,
         }
-        return [self.job_from_row(r) for r in ex.run("job_list", params)]
 
     def attempt_list(self, ex: Executor, job_id: int) -> list[Attempt]:
         return [self.attempt_from_row(r) for r in ex.run("attempt_list", {"job_id": job_id})]

@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import structlog
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
 from ..app import App
+from ..errors import DurqError
 from ..settings import Settings
 from .context import BodyLimit, RequestContext
 from .errors import install_error_handlers
 from .routes import breakers, health, internal, jobs, keys, queues
 from .service import Service
+
+log = structlog.get_logger("durq.api")
 
 __all__ = ["create_app"]
 
@@ -37,7 +41,10 @@ def create_app(app: App, settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
         if settings.env == "dev":
-            await run_in_threadpool(service.ensure_bootstrap)
+            try:
+                await run_in_threadpool(service.ensure_bootstrap)
+            except DurqError as exc:  # serve anyway: /readyz says what is wrong until fixed
+                log.warning("bootstrap_keys_skipped", error=str(exc), code=exc.code)
         yield
 
     api = FastAPI(

@@ -8,8 +8,8 @@ answers with the same values. Two consequences for queries:
 * they cover the jobs still stored: pruning finished jobs (``DURQ_PRUNE_*``) lowers them,
   which Prometheus reads as a counter reset.
 
-``durq_jobs_total`` counts jobs by their current state, like a gauge (the name is the one
-seed 004 fixes; it is exposed untyped because a gauge may not end in ``_total``);
+``durq_jobs_total`` counts jobs by their current state, like a gauge (the conventional
+name dashboards expect; it is exposed untyped because a gauge may not end in ``_total``);
 ``durq_job_duration_seconds`` and ``durq_job_retries_total`` come from the attempt
 records. HTTP metrics are labelled by route template, never by raw path or id.
 """

@@ -46,21 +46,26 @@ def list_jobs(
 ) -> None:
     """List jobs, newest first."""
     app = load_app(app_spec, database_url)
+    filters: dict[str, Any] = {
+        "state": state or None,
+        "queue": queue,
+        "task": task,
+        "created_after": _utc(created_after),
+        "created_before": _utc(created_before),
+    }
     with durq_errors():
-        jobs = app.list_jobs(
-            state=state or None,
-            queue=queue,
-            task=task,
-            created_after=_utc(created_after),
-            created_before=_utc(created_before),
-            before_id=before_id,
-            limit=limit,
-        )
+        jobs = app.list_jobs(**filters, before_id=before_id, limit=limit)
+        total = app.count_jobs(**filters) if len(jobs) == limit or before_id else len(jobs)
     if as_json:
         print_json([job_json(j) for j in jobs])
         return
+    title = f"{len(jobs)} job(s)"
+    if len(jobs) < total:  # never cut a listing silently
+        title = f"showing {len(jobs)} of {total} job(s)"
+        if jobs:
+            title += f"; next page: --before-id {jobs[-1].id} (or a larger --limit)"
     table(
-        f"{len(jobs)} job(s)",
+        title,
         ["id", "queue", "task", "state", "attempt", "run_at", "last_error"],
         [
             (

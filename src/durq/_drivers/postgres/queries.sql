@@ -63,8 +63,8 @@ VALUES (:scope, :key, :args_hash, :job_id, now() + make_interval(secs => CAST(:t
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id
 
--- name: job_list
-SELECT {job_columns} FROM durq_jobs
+-- name: job_filter
+-- The listing filters, each ignored when its parameter is NULL.
 WHERE (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
   AND (CAST(:queue AS text) IS NULL OR queue = CAST(:queue AS text))
   AND (CAST(:task AS text) IS NULL OR task = CAST(:task AS text))
@@ -72,8 +72,16 @@ WHERE (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
   AND (CAST(:created_after AS timestamptz) IS NULL OR created_at >= CAST(:created_after AS timestamptz))
   AND (CAST(:created_before AS timestamptz) IS NULL OR created_at < CAST(:created_before AS timestamptz))
   AND (CAST(:before_id AS bigint) IS NULL OR id < CAST(:before_id AS bigint))
+
+-- name: job_list
+SELECT {job_columns} FROM durq_jobs
+{job_filter}
 ORDER BY id DESC
 LIMIT :limit
+
+-- name: job_count
+SELECT count(*) AS n FROM durq_jobs
+{job_filter}
 
 -- name: claim_set
 -- What every claim writes: running under a fresh lease, a new claim_version, one more attempt.

@@ -32,8 +32,8 @@ VALUES (:scope, :key, :args_hash, :job_id, :now, :now + :ttl)
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING job_id
 
--- name: job_list
-SELECT {job_columns} FROM durq_jobs
+-- name: job_filter
+-- The listing filters, each ignored when its parameter is NULL.
 WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
   AND (:queue IS NULL OR queue = :queue)
   AND (:task IS NULL OR task = :task)
@@ -41,8 +41,16 @@ WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
   AND (:created_after IS NULL OR created_at >= :created_after)
   AND (:created_before IS NULL OR created_at < :created_before)
   AND (:before_id IS NULL OR id < :before_id)
+
+-- name: job_list
+SELECT {job_columns} FROM durq_jobs
+{job_filter}
 ORDER BY id DESC
 LIMIT :limit
+
+-- name: job_count
+SELECT count(*) AS n FROM durq_jobs
+{job_filter}
 
 -- name: claim_set
 -- What every claim writes: running under a fresh lease, a new claim_version, one more attempt.

@@ -1,7 +1,7 @@
 """``/internal/...``: operator routes for trusted callers only.
 
-The whole prefix is guarded by one dependency on the router (seed 000 d-011: one internal
-auth policy, no route-local checks): ``X-Internal-Token`` first, then an operator key.
+The whole prefix is guarded by one dependency on the router (one internal auth policy, no
+route-local checks): ``X-Internal-Token`` first, then an operator key.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ router = APIRouter(
     "/jobs/requeue",
     response_model=Data[RequeueOut],
     responses=error_responses(404, 410),
-    summary="Requeue a job (seed 000's internal operator endpoint)",
+    summary="Requeue a job (the internal operator endpoint)",
 )
 def internal_requeue(
     body: InternalRequeueIn,
