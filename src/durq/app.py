@@ -53,7 +53,7 @@ class App(KeyOperations, TaskRegistry):
         if settings is None:
             settings = load_settings(database_url=database_url) if database_url else load_settings()
         elif database_url is not None:
-            settings = load_settings(**settings.model_dump(), database_url=database_url)
+            settings = load_settings(**(settings.model_dump() | {"database_url": database_url}))
         super().__init__(settings)
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()
