@@ -50,3 +50,13 @@ def test_breaker_routes_reset_and_alerts(make_api: Callable[..., Api]) -> None:
     (resolved,) = api.call("GET", "/v1/alerts?state=resolved", "viewer").json()["data"]
     assert resolved["id"] == alert["id"]
     assert api.call("GET", "/v1/alerts?state=bogus", "viewer").status_code == 422
+
+
+def test_alert_ack_of_an_unknown_or_out_of_range_id(make_api: Callable[..., Api]) -> None:
+    api = make_api()
+    missing = api.call("POST", "/v1/alerts/42/ack", "operator")
+    assert missing.status_code == 404
+    for too_big in (2**63, 2**63 + 1):  # past any stored id: refused, never a 500
+        refused = api.call("POST", f"/v1/alerts/{too_big}/ack", "operator")
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["code"] == "E_VALIDATION"

@@ -9,9 +9,12 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from ...wire import AlertOut, BreakerOut
 from ..auth import Principal, require
-from ..schemas import Data
+from ..schemas import MAX_JOB_ID, Data
 from ..service import Service, get_service
 from . import AUTHENTICATED, error_responses
+
+#: Alert ids are 64-bit like job ids: a larger one is refused before it reaches the database.
+MAX_ALERT_ID = MAX_JOB_ID
 
 __all__ = ["router"]
 
@@ -75,7 +78,7 @@ def list_alerts(
     responses=error_responses(404),
 )
 def ack_alert(
-    alert_id: Annotated[int, Path(ge=1)],
+    alert_id: Annotated[int, Path(ge=1, le=MAX_ALERT_ID, description="The alert's id")],
     service: ServiceDep,
     principal: Annotated[Principal, Depends(require("operate"))],
 ) -> dict[str, Any]:
