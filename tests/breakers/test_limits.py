@@ -26,6 +26,9 @@ def spawn(db_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]
 
 
 def _run_four(app: durq.App, spawn: Callable[..., WorkerProcess], jobs: list[durq.Job]) -> None:
+    # The queue stays paused until all four workers are up, so they race from the start
+    # (otherwise the first one up may run everything before the others arrive).
+    app.pause_queue("limited")
     procs = [
         spawn(
             "--queues",
@@ -41,6 +44,7 @@ def _run_four(app: durq.App, spawn: Callable[..., WorkerProcess], jobs: list[dur
     ]
     for proc in procs:
         proc.wait_ready(app)
+    app.resume_queue("limited")
 
     def done() -> bool:
         return all(app.get_job(j.id).state == "succeeded" for j in jobs)
