@@ -63,7 +63,12 @@ def test_breaker_set_counts_failures_opens_and_closes(driver: Driver) -> None:
     with driver.transaction() as ex:
         assert (
             driver.breaker_set(
-                ex, "none", failures=1, failed=True, paused_until=None, held_until=None,
+                ex,
+                "none",
+                failures=1,
+                failed=True,
+                paused_until=None,
+                held_until=None,
                 opened=False,
             )
             is None
@@ -109,7 +114,12 @@ def test_breaker_totals_counts_paused_keys_and_openings(driver: Driver) -> None:
     with driver.transaction() as ex:
         for _ in range(2):
             driver.breaker_set(
-                ex, "a", failures=5, failed=True, paused_until=until, held_until=until,
+                ex,
+                "a",
+                failures=5,
+                failed=True,
+                paused_until=until,
+                held_until=until,
                 opened=True,
             )
     with driver.read() as ex:
