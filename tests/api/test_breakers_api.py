@@ -60,3 +60,28 @@ def test_alert_ack_of_an_unknown_or_out_of_range_id(make_api: Callable[..., Api]
         refused = api.call("POST", f"/v1/alerts/{too_big}/ack", "operator")
         assert refused.status_code == 422, refused.text
         assert refused.json()["error"]["code"] == "E_VALIDATION"
+
+
+def test_submit_takes_breaker_and_concurrency_keys(make_api: Callable[..., Api]) -> None:
+    api = make_api()
+    api.app.limits["tenant-*"] = durq.Limit(concurrency=1)
+    job = api.submit(breaker_key="c9:p9", concurrency_key="tenant-a")
+    assert (job["breaker_key"], job["concurrency_key"]) == ("c9:p9", "tenant-a")
+    stored = api.app.get_job(job["id"])
+    assert (stored.breaker_key, stored.concurrency_key) == ("c9:p9", "tenant-a")
+    assert [(s.key, s.concurrency) for s in api.app.list_limits()] == [("tenant-a", 1)]
+    plain = api.submit()
+    assert (plain["breaker_key"], plain["concurrency_key"]) == (None, None)
+
+    _open(api.app, "c1:p1")
+    paused = api.call(
+        "POST", "/v1/jobs", "producer", json={"task": "sync_pair", "breaker_key": "c1:p1"}
+    )
+    assert paused.status_code == 409, paused.text
+    error = paused.json()["error"]
+    assert error["code"] == "E_BREAKER_OPEN"
+    (detail,) = error["details"]
+    assert detail["key"] == "c1:p1" and detail["alert"]["key"] == "c1:p1"
+    for bad in ("", " ", "x" * 256):
+        refused = api.call("POST", "/v1/jobs", "producer", json={"task": "add", "breaker_key": bad})
+        assert refused.status_code == 422, (bad, refused.text)
