@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import durq
 
@@ -85,3 +86,38 @@ def test_submit_takes_breaker_and_concurrency_keys(make_api: Callable[..., Api])
     for bad in ("", " ", "x" * 256):
         refused = api.call("POST", "/v1/jobs", "producer", json={"task": "add", "breaker_key": bad})
         assert refused.status_code == 422, (bad, refused.text)
+
+
+def test_metrics_export_breaker_state_and_transitions(make_api: Callable[..., Api]) -> None:
+    api = make_api()
+    before = _scrape(api)
+    assert before[("durq_breakers_open", frozenset())] == 0
+    assert before[("durq_breaker_transitions_total", frozenset({("to", "open")}))] == 0
+    _open(api.app, "c1:p1")
+
+    @api.app.task(name="flaky_pair", retry=durq.Fixed([0]), max_attempts=50)
+    def flaky_pair() -> None:
+        raise RuntimeError("one failure")
+
+    api.app.enqueue("flaky_pair", breaker_key="c2:p2")
+    api.app.work(queues=["default"], batch=1, limit=1)  # one failure: still closed
+    samples = _scrape(api)
+    assert samples[("durq_breaker_open", frozenset({("key", "c1:p1")}))] == 1
+    assert samples[("durq_breaker_open", frozenset({("key", "c2:p2")}))] == 0
+    assert samples[("durq_breakers_open", frozenset())] == 1
+    assert samples[("durq_breaker_transitions_total", frozenset({("to", "open")}))] == 1
+    api.app.reset_breaker("c1:p1")
+    after = _scrape(api)
+    assert ("durq_breaker_open", frozenset({("key", "c1:p1")})) not in after  # clean again
+    assert after[("durq_breakers_open", frozenset())] == 0
+    assert after[("durq_breaker_transitions_total", frozenset({("to", "open")}))] == 1
+
+
+def _scrape(api: Api) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    response = api.client.get("/metrics")
+    assert response.status_code == 200
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
