@@ -174,7 +174,7 @@ def summarise(
             errors = [r["error"] for r in runs if "error" in r]
             if errors:
                 entry["errors"] = errors
-            durq = f"durq-{'pg' if by_name[name].driver == 'postgresql' else 'sqlite'}"
+            durq = f"durq-{'pg' if by_name[name].backend == 'postgresql' else 'sqlite'}"
             if by_name[name].family != "durq" and durq in per_subject and per_subject[durq]:
                 ratios = _ratio_runs(per_subject[durq], runs, key)
                 entry["durq_ratio"] = {"metric": key, "per_run": ratios, "median": median(ratios)}
@@ -190,7 +190,7 @@ def summarise(
         },
         "subjects": {
             s.name: {
-                "backend": s.driver,
+                "backend": s.backend,
                 "family": s.family,
                 "configuration": s.config_note,
                 "versions": s.versions(),

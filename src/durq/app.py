@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from . import _tracing
 from ._drivers import Driver, NewJob, open_driver
 from ._engine import jobs, pipeline
 from ._engine.enqueue import insert_job, insert_jobs
@@ -214,7 +215,16 @@ class App(KeyOperations, TaskRegistry):
         return self.insert(new, connection=connection)[0]
 
     def insert(self, new: NewJob, *, connection: Any = None) -> tuple[Job, bool]:
-        """Write a validated ``NewJob``: ``(job, created)``."""
+        """Write a validated ``NewJob``: ``(job, created)``, under an enqueue span when
+        tracing is on."""
+        if not _tracing.active():
+            return self._insert(new, connection)
+        with _tracing.enqueuing([new]) as traced:
+            job, created = self._insert(traced.jobs[0], connection)
+            traced.inserted([job])
+        return job, created
+
+    def _insert(self, new: NewJob, connection: Any) -> tuple[Job, bool]:
         driver = self.driver
         if connection is not None:
             return insert_job(driver, driver.foreign_executor(connection), new)
@@ -248,6 +258,14 @@ class App(KeyOperations, TaskRegistry):
                 raise ValidationError(f"item {i}: {exc}") from None
         if not built:
             return []
+        if not _tracing.active():
+            return self._insert_many(built, connection)
+        with _tracing.enqueuing(built) as traced:
+            inserted = self._insert_many(traced.jobs, connection)
+            traced.inserted(inserted)
+        return inserted
+
+    def _insert_many(self, built: list[NewJob], connection: Any) -> list[Job]:
         driver = self.driver
         if connection is not None:
             return insert_jobs(driver, driver.foreign_executor(connection), built)
@@ -397,15 +415,17 @@ class App(KeyOperations, TaskRegistry):
         unchanged.
         """
         wid = worker_id or default_worker_id()
+        started = _tracing.now_ns()
         with self.driver.transaction() as ex:
             job = self.driver.job_claim_id(
                 ex, int(job_id), worker_id=wid, lease_seconds=self.settings.lease_seconds
             )
             if job is not None and job.concurrency_key is not None:
                 self.driver.limit_take(ex, job.concurrency_key)  # its finish frees the slot
+            traces = _tracing.claimed(self.driver, ex, [job] if job else [], started, wid)
         if job is None:
             return self.get_job(job_id)
-        return self._run_claimed(job, wid)
+        return self._run_claimed(job, wid, traces.get(job.id))
 
     def work(
         self,
@@ -429,6 +449,7 @@ class App(KeyOperations, TaskRegistry):
         done: list[Job] = []
         while limit is None or len(done) < limit:
             claimed: list[Job] = []
+            started = _tracing.now_ns()
             with self.driver.transaction() as ex:
                 for queue in names:
                     take = batch if limit is None else min(batch, limit - len(done))
@@ -441,21 +462,27 @@ class App(KeyOperations, TaskRegistry):
                     )
                     if len(claimed) >= take:
                         break
+                traces = _tracing.claimed(self.driver, ex, claimed, started, wid)
             if not claimed:
                 break
-            done.extend(self._run_claimed(job, wid) for job in claimed)
+            done.extend(self._run_claimed(job, wid, traces.get(job.id)) for job in claimed)
         return done
 
-    def _run_claimed(self, job: Job, worker_id: str) -> Job:
+    def _run_claimed(self, job: Job, worker_id: str, trace_context: str | None = None) -> Job:
         runtime = pipeline.Runtime(self.driver, self.tasks, self.settings.lease_seconds)
-        req = pipeline.conclude(pipeline.run_sync(runtime, job, worker_id), worker_id)
+        execution = pipeline.run_sync(runtime, job, worker_id, trace_context)
+        req = pipeline.conclude(execution, worker_id)
         if req is None:  # the task's own fenced write found the lease lost
             return self.get_job(job.id)
+        started = _tracing.now_ns()
         try:
             with self.driver.transaction() as ex:
-                return jobs.finish(self.driver, ex, req)
+                after = jobs.finish(self.driver, ex, req)
         except LeaseLost:
+            _tracing.finished(job, trace_context, "lease_lost", started)
             return self.get_job(job.id)
+        _tracing.finished(job, trace_context, str(after.state), started)
+        return after
 
     def reclaim_expired(self, limit: int = 100) -> list[Job]:
         """Expired leases → ``retry_wait`` or ``dead_letter`` (the lost attempt is recorded)."""

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.test_quickstart import quickstart
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
@@ -219,3 +221,17 @@ def test_serve_without_the_api_extra_says_what_to_install(core_venv: Path, tmp_p
 def test_version(core_venv: Path, tmp_path: Path) -> None:
     out = _run([str(core_venv / "bin" / "durq"), "--version"], cwd=tmp_path, timeout=60)
     assert (out.returncode, out.stdout.strip()) == (0, "durq 0.1.0"), out.stderr
+
+
+def test_the_readme_quickstart_works_in_the_fresh_venv(core_venv: Path, tmp_path: Path) -> None:
+    """The README's quickstart, literally, with the core install only."""
+    code, commands = quickstart()
+    (tmp_path / "tasks.py").write_text(code)
+    env = _clean_env() | {"PATH": f"{core_venv / 'bin'}:{os.environ.get('PATH', '')}"}
+    outputs = []
+    for command in commands:
+        done = _run(command, cwd=tmp_path, env=env, timeout=120)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        outputs.append(done.stdout)
+    assert "enqueued job 1" in outputs[0]
+    assert "succeeded" in outputs[-1]

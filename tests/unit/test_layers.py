@@ -1,6 +1,6 @@
 """The layers of durq, kept by a test: data flows one way.
 
-    types, errors ← retry, settings ← states ← _drivers ← _engine, task
+    types, errors ← retry, settings ← states ← _drivers ← _engine, task, _tracing
         ← _worker, _maintenance ← registry, app, aio, testing, wire ← api, cli, demo
 
 A module may import from its own layer or lower ones, never higher; the module graph has
@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"retry", "settings", "keys"},
     {"states"},
     {"_drivers"},
-    {"_engine", "task"},
+    {"_engine", "task", "_tracing"},
     {"_worker", "_maintenance"},
     {"registry", "guards", "app", "aio", "testing", "wire"},
     {"api", "cli", "demo", "__init__", "__main__"},
@@ -39,6 +39,8 @@ LAZY_ALLOWED = {
     ("durq.cli.serve", "uvicorn"),
     ("durq.cli.serve", "durq.api"),
     ("durq.cli.keys", "durq.api.keys"),
+    ("durq._tracing", "opentelemetry.trace"),
+    ("durq._tracing", "opentelemetry.trace.propagation.tracecontext"),
 }
 
 

@@ -68,6 +68,8 @@ class NewJob:
     breaker_pause: float = 1800.0
     concurrency_key: str | None = None
     limit: Limit | None = None
+    #: The W3C ``traceparent`` of the span that enqueued the job (tracing only).
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,8 +55,16 @@ class JobQueries(RowCodec):
             "idempotency_key": new.idempotency_key,
             "breaker_key": new.breaker_key,
             "concurrency_key": new.concurrency_key,
+            "trace_context": new.trace_context,
             "now": self.now_param(),
         }
+
+    def job_trace_context(self, ex: Executor, ids: Sequence[int]) -> dict[int, str]:
+        """``{job_id: traceparent}`` for those of ``ids`` enqueued under a trace."""
+        if not ids:
+            return {}
+        rows = ex.run("job_trace_context", {"ids": self.list_param(list(ids))})
+        return {int(r["id"]): r["trace_context"] for r in rows}
 
     def job_delete(self, ex: Executor, job_id: int) -> None:
         ex.run("job_delete", {"id": job_id})

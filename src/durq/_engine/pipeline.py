@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import json
 import time
 import traceback
@@ -22,7 +23,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import states
+from .. import _tracing, states
 from .._drivers import Driver, FinishRequest
 from ..errors import LeaseLost
 from ..retry import Fail, Retry
@@ -101,8 +102,20 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def run_sync(runtime: Runtime, job: Job, worker_id: str) -> Execution:
-    """Run a job in this thread (an async task gets an event loop of its own)."""
+def run_sync(
+    runtime: Runtime, job: Job, worker_id: str, trace_context: str | None = None
+) -> Execution:
+    """Run a job in this thread (an async task gets an event loop of its own), inside its
+    execute span when tracing is on (``trace_context``: its enqueue span's)."""
+    if not _tracing.active():
+        return _run_sync(runtime, job, worker_id)
+    with _tracing.executing(job, trace_context) as traced:
+        execution = _run_sync(runtime, job, worker_id)
+        traced.outcome(execution.outcome)
+    return execution
+
+
+def _run_sync(runtime: Runtime, job: Job, worker_id: str) -> Execution:
     prepared = _prepare(runtime, job, worker_id)
     if isinstance(prepared, Execution):
         return prepared
@@ -123,11 +136,31 @@ def run_sync(runtime: Runtime, job: Job, worker_id: str) -> Execution:
 
 
 async def run_async(
-    runtime: Runtime, job: Job, worker_id: str, pool: concurrent.futures.Executor | None = None
+    runtime: Runtime,
+    job: Job,
+    worker_id: str,
+    pool: concurrent.futures.Executor | None = None,
+    trace_context: str | None = None,
 ) -> Execution:
-    """Run a job from the worker's event loop: async on the loop, sync in ``pool``.
+    """Run a job from the worker's event loop: async on the loop, sync in ``pool``; inside
+    its execute span when tracing is on (``trace_context``: its enqueue span's).
 
     Cancellation (shutdown, an operator's cancel) propagates to the caller."""
+    if not _tracing.active():
+        return await _run_async(runtime, job, worker_id, pool, False)
+    with _tracing.executing(job, trace_context) as traced:
+        execution = await _run_async(runtime, job, worker_id, pool, traced.span is not None)
+        traced.outcome(execution.outcome)
+    return execution
+
+
+async def _run_async(
+    runtime: Runtime,
+    job: Job,
+    worker_id: str,
+    pool: concurrent.futures.Executor | None,
+    traced: bool,
+) -> Execution:
     prepared = _prepare(runtime, job, worker_id)
     if isinstance(prepared, Execution):
         return prepared
@@ -139,7 +172,10 @@ async def run_async(
             value = await _bounded(task, call_task(task, ctx, job.args))
         else:
             loop = asyncio.get_running_loop()
-            value = await _bounded(task, loop.run_in_executor(pool, call_task, task, ctx, job.args))
+            call: tuple[Any, ...] = (call_task, task, ctx, job.args)
+            if traced:  # the task's own spans nest under its execute span
+                call = (contextvars.copy_context().run, *call)
+            value = await _bounded(task, loop.run_in_executor(pool, *call))
         outcome = _check_result(value)
     except Exception as exc:
         outcome = exc

@@ -8,7 +8,7 @@ import concurrent.futures
 import logging
 from collections import Counter
 
-from .. import states
+from .. import _tracing, states
 from .._drivers import FinishRequest
 from .._engine import pipeline
 from .._engine.policy import unwritable
@@ -53,15 +53,18 @@ class Executor:
         for entry in leftovers:
             self._release(entry)
 
-    def start_job(self, job: Job) -> None:
+    def start_job(self, job: Job, trace_context: str | None = None) -> None:
         entry = self.inflight.add(job)
+        entry.trace_context = trace_context
         loop = asyncio.get_running_loop()
         entry.task = loop.create_task(self._execute(entry), name=f"durq-job-{job.id}")
 
     async def _execute(self, entry: InFlight) -> None:
         job = entry.job
         try:
-            execution = await pipeline.run_async(self.runtime, job, self.worker_id, self.pool)
+            execution = await pipeline.run_async(
+                self.runtime, job, self.worker_id, self.pool, entry.trace_context
+            )
         except asyncio.CancelledError:
             if entry.phase is Phase.RUNNING and entry.cancel_requested:
                 self._finish(entry, self._request(entry, states.cancel_running()))
@@ -92,6 +95,7 @@ class Executor:
 
     def _finish(self, entry: InFlight, req: FinishRequest) -> None:
         self.inflight.set_phase(entry, Phase.FINISHING)
+        entry.finishing_ns = _tracing.now_ns()
         assert self.completer is not None
         self.completer.submit(entry, req)
 
@@ -117,6 +121,9 @@ class Executor:
     def on_written(self, entry: InFlight, req: FinishRequest, result: Written) -> None:
         self.inflight.remove(entry)
         job = entry.job
+        if result is not None:
+            state = "lease_lost" if isinstance(result, LeaseLost) else str(result.state)
+            _tracing.finished(job, entry.trace_context, state, entry.finishing_ns)
         if isinstance(result, LeaseLost):
             self.lost += 1
             log.warning(

@@ -29,6 +29,9 @@ class InFlight:
     phase: Phase = Phase.RUNNING
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
+    #: Its enqueue span's ``traceparent``, and when its outcome write began (tracing only).
+    trace_context: str | None = None
+    finishing_ns: int | None = None
 
     @property
     def runtime_ms(self) -> int:

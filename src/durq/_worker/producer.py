@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .. import _tracing
 from .._drivers import Driver
 from .._drivers.jobs import claim_order
 from ..types import Job
@@ -52,7 +53,7 @@ class Producer:
         queues: Sequence[str],
         worker_id: str,
         inflight: InFlightJobs,
-        start_job: Callable[[Job], None],
+        start_job: Callable[[Job, str | None], None],
         db: DbCall,
         poll_interval: float,
         lease_seconds: float,
@@ -80,6 +81,8 @@ class Producer:
         self._wake = Pulse()
         self._wake_reason: str | None = None
         self._stopping = False
+        #: ``{job_id: traceparent}`` of the last claim's traced jobs (tracing only).
+        self.trace_contexts: dict[int, str] = {}
 
     # ---- wake-ups (event loop thread) ---------------------------------------------------
 
@@ -124,8 +127,9 @@ class Producer:
                 await self._sleep(delay)
                 continue
             self._record(reason, jobs)
+            traces, self.trace_contexts = self.trace_contexts, {}
             for job in jobs:
-                self.start_job(job)
+                self.start_job(job, traces.get(job.id))
             if self.once:
                 return
             if len(jobs) == want:
@@ -146,6 +150,7 @@ class Producer:
         self._turn = (self._turn + 1) % len(self.queues)
         order = self.queues[self._turn :] + self.queues[: self._turn]
         claimed: list[Job] = []
+        started = _tracing.now_ns()
         # Each claim statement stands alone, so on PostgreSQL it commits by itself: no BEGIN
         # and COMMIT round trips. SQLite still takes its write lock.
         with self.driver.autocommit() as ex:
@@ -159,6 +164,9 @@ class Producer:
                 )
                 if len(claimed) >= limit:
                     break
+            self.trace_contexts = _tracing.claimed(
+                self.driver, ex, claimed, started, self.worker_id
+            )
         if len(order) > 1:
             claimed.sort(key=claim_order)
         return claimed

@@ -240,6 +240,7 @@ class PostgresDriver(Driver):
                 "max_attempts": [j.max_attempts for j in jobs],
                 "retry_policies": [j.retry_policy_json for j in jobs],
                 "created_bys": [j.created_by for j in jobs],
+                "trace_contexts": [j.trace_context for j in jobs],
             },
         )
         ex.run("job_notify", {"queues": sorted({j.queue for j in jobs})})
@@ -263,6 +264,7 @@ class PostgresDriver(Driver):
                         new.max_attempts,
                         new.retry_policy_json,
                         new.created_by,
+                        new.trace_context,
                     )
                 )
         ex.run("job_notify", {"queues": sorted({j.queue for j in jobs})})

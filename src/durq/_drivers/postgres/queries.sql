@@ -13,25 +13,29 @@ breaker_key, concurrency_key
 -- identical notifications), so idle workers wake without polling.
 WITH ins AS (
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
-                       created_by, idempotency_key, breaker_key, concurrency_key)
+                       created_by, idempotency_key, breaker_key, concurrency_key,
+                       trace_context)
 VALUES (:queue, :task, CAST(:args AS jsonb), :priority,
         COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay AS float8))),
         :max_attempts, CAST(:retry_policy AS jsonb), :created_by, :idempotency_key,
-        CAST(:breaker_key AS text), CAST(:concurrency_key AS text))
+        CAST(:breaker_key AS text), CAST(:concurrency_key AS text), :trace_context)
 RETURNING id, queue, run_at, created_at
 )
 SELECT ins.*, pg_notify('durq_jobs', ins.queue) AS notified FROM ins
 
 -- name: job_insert_many
-INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy, created_by)
+INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy, created_by,
+                       trace_context)
 SELECT u.queue, u.task, CAST(u.args AS jsonb), u.priority,
        COALESCE(u.run_at, now() + make_interval(secs => u.delay)),
-       u.max_attempts, CAST(u.retry_policy AS jsonb), u.created_by
+       u.max_attempts, CAST(u.retry_policy AS jsonb), u.created_by, u.trace_context
 FROM unnest(CAST(:queues AS text[]), CAST(:tasks AS text[]), CAST(:args AS text[]),
             CAST(:priorities AS int[]), CAST(:run_ats AS timestamptz[]),
             CAST(:delays AS float8[]), CAST(:max_attempts AS int[]),
-            CAST(:retry_policies AS text[]), CAST(:created_bys AS text[]))
-     AS u(queue, task, args, priority, run_at, delay, max_attempts, retry_policy, created_by)
+            CAST(:retry_policies AS text[]), CAST(:created_bys AS text[]),
+            CAST(:trace_contexts AS text[]))
+     AS u(queue, task, args, priority, run_at, delay, max_attempts, retry_policy, created_by,
+          trace_context)
 RETURNING {job_columns}
 
 -- name: job_ids_reserve
@@ -41,8 +45,13 @@ SELECT now() AS now,
              FROM generate_series(1, CAST(:count AS int))) AS ids
 
 -- name: job_copy_in
-COPY durq_jobs (id, queue, task, args, priority, max_attempts, retry_policy, created_by)
+COPY durq_jobs (id, queue, task, args, priority, max_attempts, retry_policy, created_by,
+               trace_context)
 FROM STDIN
+
+-- name: job_trace_context
+SELECT id, trace_context FROM durq_jobs
+WHERE id = ANY(CAST(:ids AS bigint[])) AND trace_context IS NOT NULL
 
 -- name: job_notify
 SELECT pg_notify('durq_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q

@@ -12,11 +12,15 @@ breaker_key, concurrency_key
 -- Only the id and the clock come back: the rest of the Job is what was sent.
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
                        created_by, idempotency_key, breaker_key, concurrency_key,
-                       created_at, updated_at)
+                       trace_context, created_at, updated_at)
 VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_attempts,
         :retry_policy, :created_by, :idempotency_key, :breaker_key, :concurrency_key,
-        :now, :now)
+        :trace_context, :now, :now)
 RETURNING id, run_at, created_at
+
+-- name: job_trace_context
+SELECT id, trace_context FROM durq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND trace_context IS NOT NULL
 
 -- name: job_delete
 -- Attempts and artifacts go with the job (ON DELETE CASCADE).
