@@ -4,6 +4,7 @@ from ._worker.runner import Worker
 from .aio import AsyncApp
 from .app import App, EnqueueRequest
 from .errors import (
+    BreakerOpen,
     ConfigurationError,
     DatabaseUnavailable,
     DurqError,
@@ -12,11 +13,13 @@ from .errors import (
     InvalidTransition,
     JobGone,
     JobNotFound,
+    KeyNotFound,
     LeaseLost,
     SchemaOutOfDate,
     UnknownTask,
     ValidationError,
 )
+from .keys import Alert, Breaker, BreakerRule, Limit
 from .retry import (
     Exponential,
     Fail,
@@ -32,10 +35,14 @@ from .task import JobContext, Task
 from .types import Artifact, Attempt, Finished, Job, JobState, OutboxEvent, RequeueResult
 
 __all__ = [
+    "Alert",
     "App",
     "Artifact",
     "AsyncApp",
     "Attempt",
+    "Breaker",
+    "BreakerOpen",
+    "BreakerRule",
     "ConfigurationError",
     "DatabaseUnavailable",
     "DurqError",
@@ -53,7 +60,9 @@ __all__ = [
     "JobGone",
     "JobNotFound",
     "JobState",
+    "KeyNotFound",
     "LeaseLost",
+    "Limit",
     "OutboxEvent",
     "RefreshCredentials",
     "RequeueResult",

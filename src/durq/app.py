@@ -18,6 +18,7 @@ from ._engine.signing import signer_from_settings
 from ._engine.validate import build_new_job, parse_states, validate_queue
 from ._maintenance.reclaim import reclaim_batch
 from .errors import LeaseLost, SchemaOutOfDate, ValidationError
+from .guards import KeyOperations
 from .outbox import OutboxOperations
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
@@ -45,7 +46,7 @@ class EnqueueRequest:
         self.options = options
 
 
-class App(OutboxOperations, TaskRegistry):
+class App(OutboxOperations, KeyOperations, TaskRegistry):
     """A durq application: where jobs live and which tasks this process knows.
 
     ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).
@@ -128,6 +129,8 @@ class App(OutboxOperations, TaskRegistry):
         created_by: str | None = None,
         request_hash: str | None = None,
         webhook_url: str | None = None,
+        breaker_key: str | None = None,
+        concurrency_key: str | None = None,
         unchecked: bool = False,
     ) -> NewJob:
         """Validate an enqueue request into a ``NewJob`` (pure: nothing is written).
@@ -137,6 +140,8 @@ class App(OutboxOperations, TaskRegistry):
         ``unchecked=True`` says the task lives in another code base, or the App defines no
         task at all (a producer without the code)."""
         name, known = self._resolve(task, unchecked=unchecked)
+        breaker = self._breaker_rule(breaker_key) if isinstance(breaker_key, str) else None
+        limit = self._limit_for(concurrency_key) if isinstance(concurrency_key, str) else None
         new = build_new_job(
             task=name,
             args=args,
@@ -157,6 +162,10 @@ class App(OutboxOperations, TaskRegistry):
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
             request_hash_override=request_hash,
+            breaker_key=breaker_key,
+            breaker_rule=breaker or self._breaker_rule(""),
+            concurrency_key=concurrency_key,
+            limit=limit,
         )
         if known is not None:
             known.check_args(args or {})
@@ -180,6 +189,8 @@ class App(OutboxOperations, TaskRegistry):
         webhook_url: str | None = None,
         secrets: dict[str, Any] | None = None,
         refresh_url: str | None = None,
+        breaker_key: str | None = None,
+        concurrency_key: str | None = None,
         unchecked: bool = False,
     ) -> Job:
         """Enqueue one job and return it.
@@ -192,7 +203,9 @@ class App(OutboxOperations, TaskRegistry):
         With ``connection=`` (a SQLAlchemy ``Connection``/``Session`` or a DB-API connection)
         the job is written in the caller's transaction: it exists iff the caller commits.
         With ``idempotency_key=`` the same key and arguments return the original job; the
-        same key with other arguments raises ``IdempotencyConflict``.
+        same key with other arguments raises ``IdempotencyConflict``. ``breaker_key=``
+        names a circuit breaker (``BreakerOpen`` while it is open); ``concurrency_key=`` a
+        key limited by ``app.limits``.
         """
         new = self.build(
             task,
@@ -207,6 +220,8 @@ class App(OutboxOperations, TaskRegistry):
             idempotency_ttl=idempotency_ttl,
             created_by=created_by,
             webhook_url=webhook_url,
+            breaker_key=breaker_key,
+            concurrency_key=concurrency_key,
             unchecked=unchecked,
         )
         if secrets is None and refresh_url is None:
@@ -252,7 +267,9 @@ class App(OutboxOperations, TaskRegistry):
                     self.store_secrets(ex, job, secrets, refresh_url)
         elif connection is not None:
             return insert_job(driver, driver.foreign_executor(connection), new)
-        elif new.idempotency_key is None:  # a single statement: let it commit by itself
+        elif (
+            new.idempotency_key is None and new.breaker_key is None and new.concurrency_key is None
+        ):  # a single statement: let it commit by itself
             with driver.autocommit() as ex:
                 job, created = insert_job(driver, ex, new)
         else:
@@ -443,6 +460,8 @@ class App(OutboxOperations, TaskRegistry):
             job = self.driver.job_claim_id(
                 ex, int(job_id), worker_id=wid, lease_seconds=self.settings.lease_seconds
             )
+            if job is not None and job.concurrency_key is not None:
+                self.driver.limit_take(ex, job.concurrency_key)  # its finish frees the slot
             traces = _tracing.claimed(self.driver, ex, [job] if job else [], started, wid)
         if job is None:
             return self.get_job(job_id)

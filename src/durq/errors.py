@@ -24,7 +24,10 @@ Control-flow signals raised *by tasks* live in :mod:`durq.retry` (``Retry``, ``F
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "BreakerOpen",
     "ConfigurationError",
     "DatabaseUnavailable",
     "DurqError",
@@ -34,6 +37,7 @@ __all__ = [
     "InvalidTransition",
     "JobGone",
     "JobNotFound",
+    "KeyNotFound",
     "LeaseLost",
     "SchemaOutOfDate",
     "SecretUnavailable",
@@ -149,3 +153,28 @@ class SecretUnavailable(DurqError):
     """A job's sealed secrets cannot be opened. The message never holds key material."""
 
     code = "E_SECRET_UNAVAILABLE"
+
+
+class BreakerOpen(DurqError):
+    """A job names a breaker key that is open (paused after repeated failures)."""
+
+    code = "E_BREAKER_OPEN"
+
+    def __init__(
+        self, key: str, paused_until: str | None, alert: dict[str, Any] | None = None
+    ) -> None:
+        self.key = key
+        self.paused_until = paused_until
+        self.alert = alert
+        super().__init__(
+            f"circuit breaker {key!r} is open after repeated failures"
+            + (f" (paused until {paused_until})" if paused_until else "")
+            + "; retry after the pause, or fix the dependency and reset it "
+            f"(durq breakers reset {key!r})"
+        )
+
+
+class KeyNotFound(DurqError, LookupError):
+    """No breaker (or alert) by that key or id."""
+
+    code = "E_NOT_FOUND"

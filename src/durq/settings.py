@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     # health guardrails: a queue is degraded past either threshold
     degraded_p95_age_seconds: float = Field(900, gt=0)
     degraded_ready_count: int = Field(500, gt=0)
+    # a queue over a guardrail this long raises an alert (and resolves it when it clears)
+    degraded_sustain_seconds: float = Field(900, ge=0)
+    # circuit breakers: consecutive failures before a key pauses, and for how long
+    breaker_threshold: int = Field(5, ge=1)
+    breaker_pause_seconds: float = Field(1800, gt=0)
 
     # HTTP service (durq serve): roles from lowest to highest, and the role each power needs
     api_roles: str = Field(

@@ -181,6 +181,7 @@ class JobContext:
         self.worker_id = worker_id
         self.stage: str | None = job.stage
         self.artifacts: list[Artifact] = []
+        self.run_report: tuple[int | None, int | None, str | None] | None = None
         self.cancel_requested = False
         self._driver = driver
         self._lease_seconds = lease_seconds
@@ -240,6 +241,20 @@ class JobContext:
         """Record a typed output, written with the job's success (and only then)."""
         canonical_json(payload, what=f"artifact {artifact_type!r} payload")
         self.artifacts.append(Artifact(artifact_type=artifact_type, payload=payload, ref=ref))
+
+    def report(
+        self, *, processed: int | None = None, failed: int | None = None, summary: str | None = None
+    ) -> None:
+        """The attempt's run log: counts of items processed and failed, and a short summary
+        (no secrets). Stored with the attempt record whatever its outcome; the last call wins."""
+        for name, value in (("processed", processed), ("failed", failed)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise ValidationError(f"report {name}= must be an integer >= 0, got {value!r}")
+        if summary is not None and not isinstance(summary, str):
+            raise ValidationError(f"report summary= must be a string, got {type(summary).__name__}")
+        self.run_report = (processed, failed, None if summary is None else summary[:2000])
 
 
 def call_task(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> Any | Awaitable[Any]:

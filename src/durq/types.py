@@ -71,6 +71,8 @@ class Job:
     cancel_requested: bool = False
     created_by: str | None = None
     idempotency_key: str | None = None
+    breaker_key: str | None = None
+    concurrency_key: str | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -101,6 +103,8 @@ class Job:
             "lease_expires_at": ts(self.lease_expires_at),
             "cancel_requested": self.cancel_requested,
             "created_by": self.created_by,
+            "breaker_key": self.breaker_key,
+            "concurrency_key": self.concurrency_key,
             "last_error_code": self.last_error_code,
             "last_error": self.last_error,
             "result": self.result,
@@ -135,6 +139,9 @@ class Attempt:
     outcome: str
     error_code: str | None
     error_message: str | None
+    processed: int | None = None
+    failed: int | None = None
+    summary: str | None = None
     traceback: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,6 +156,9 @@ class Attempt:
             "outcome": self.outcome,
             "error_code": self.error_code,
             "error_message": self.error_message,
+            "processed": self.processed,
+            "failed": self.failed,
+            "summary": self.summary,
             "traceback": self.traceback,
         }
 

@@ -12,8 +12,10 @@ from pydantic import BaseModel, Field
 from .types import Job, JobState, RequeueResult
 
 __all__ = [
+    "AlertOut",
     "ArtifactOut",
     "AttemptOut",
+    "BreakerOut",
     "JobOut",
     "KeyOut",
     "QueueOut",
@@ -46,6 +48,8 @@ class JobOut(BaseModel):
     lease_expires_at: datetime | None
     cancel_requested: bool
     created_by: str | None
+    breaker_key: str | None = None
+    concurrency_key: str | None = None
     last_error_code: str | None
     last_error: str | None
     result: Any = None
@@ -62,6 +66,9 @@ class AttemptOut(BaseModel):
     outcome: str
     error_code: str | None
     error_message: str | None
+    processed: int | None = Field(None, description="Run log: items the attempt processed")
+    failed: int | None = Field(None, description="Run log: items that failed")
+    summary: str | None = Field(None, description="Run log: the task's summary")
     traceback: str | None = None
 
 
@@ -115,6 +122,31 @@ class WorkerOut(BaseModel):
     running: int = Field(description="Jobs it holds now")
     processed: int = Field(description="Outcomes it wrote since it started")
     heartbeat_seconds: float
+
+
+class BreakerOut(BaseModel):
+    key: str
+    state: Literal["closed", "open", "half_open"]
+    consecutive_failures: int
+    last_failure_at: datetime | None
+    paused_until: datetime | None
+    opened_count: int
+    threshold: int
+    pause_seconds: float
+
+
+class AlertOut(BaseModel):
+    id: int
+    category: str
+    severity: str
+    key: str
+    context: dict[str, Any]
+    first_seen: datetime
+    last_seen: datetime
+    count: int
+    state: Literal["open", "resolved"]
+    resolved_at: datetime | None
+    acked_at: datetime | None
 
 
 class KeyOut(BaseModel):

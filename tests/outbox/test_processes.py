@@ -126,8 +126,10 @@ def test_claim_exclusivity_multi_process(
             start(f"d{i}", "deliver")
         # The receiver answers before the delivery's fenced write: wait for both.
         wait_until(
-            lambda: len(receiver.first) == 300
-            and all(e.state == "delivered" for e in app.list_events(limit=1000)),
+            lambda: (
+                len(receiver.first) == 300
+                and all(e.state == "delivered" for e in app.list_events(limit=1000))
+            ),
             timeout=60,
             what="300 events received and recorded as delivered",
         )

@@ -20,12 +20,12 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "durq"
 
 LAYERS: list[set[str]] = [
     {"types", "errors", "py", "logs"},
-    {"retry", "settings"},
+    {"retry", "settings", "keys"},
     {"states"},
     {"_drivers"},
     {"_engine", "task", "_tracing"},
     {"_worker", "_maintenance"},
-    {"registry", "app", "aio", "testing", "wire", "webhooks", "outbox"},
+    {"registry", "guards", "app", "aio", "testing", "wire", "webhooks", "outbox"},
     {"api", "cli", "demo", "__init__", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from .. import states
 from ..errors import DatabaseUnavailable
-from ..types import Artifact
+from ..keys import Limit
+from ..types import Artifact, Job
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
 __all__ = ["Capabilities", "DriverCore", "FinishRequest", "Listener", "NewJob"]
@@ -62,6 +63,11 @@ class NewJob:
     idempotency_key: str | None
     request_hash: str
     idempotency_ttl: float
+    breaker_key: str | None = None
+    breaker_threshold: int = 5
+    breaker_pause: float = 1800.0
+    concurrency_key: str | None = None
+    limit: Limit | None = None
     #: The W3C ``traceparent`` of the span that enqueued the job (tracing only).
     trace_context: str | None = None
     #: Where the job's state changes are delivered (the outbox); None: no events.
@@ -78,8 +84,41 @@ class FinishRequest:
     change: states.Change
     runtime_ms: int | None
     artifacts: Sequence[Artifact] = ()
+    #: The job's keys (copied from the claimed job): the finish counts a breaker failure
+    #: or frees a concurrency slot only for jobs that name one.
+    breaker_key: str | None = None
+    concurrency_key: str | None = None
+    #: The task's run log (processed, failed, summary), stored with the attempt record.
+    report: tuple[int | None, int | None, str | None] | None = None
+    task: str = ""
     #: The formatted traceback of a failed attempt, stored with its attempt record.
     traceback: str | None = None
+
+    @classmethod
+    def for_job(
+        cls,
+        job: Job,
+        worker_id: str | None,
+        change: states.Change,
+        runtime_ms: int | None,
+        artifacts: Sequence[Artifact] = (),
+        report: tuple[int | None, int | None, str | None] | None = None,
+        traceback: str | None = None,
+    ) -> FinishRequest:
+        """The write for a claimed ``job``, carrying its keys."""
+        return cls(
+            job.id,
+            job.claim_version,
+            worker_id,
+            change,
+            runtime_ms,
+            artifacts,
+            job.breaker_key,
+            job.concurrency_key,
+            report,
+            job.task,
+            traceback,
+        )
 
 
 class DriverCore(ABC):

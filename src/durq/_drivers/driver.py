@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from .api import ApiQueries
 from .jobs import JobQueries
+from .keys import KeyQueries
 from .outbox import OutboxQueries
 from .runtime import RuntimeQueries
 
 __all__ = ["Driver"]
 
 
-class Driver(JobQueries, RuntimeQueries, ApiQueries, OutboxQueries):
+class Driver(JobQueries, KeyQueries, RuntimeQueries, ApiQueries, OutboxQueries):
     """Connections (``base``), row decoding (``rows``) and the typed queries (``jobs``,
-    ``runtime``, ``api``, ``outbox``). Concrete drivers add the dialect: ``postgres``,
-    ``sqlite``."""
+    ``keys``, ``runtime``, ``api``, ``outbox``). Concrete drivers add the dialect:
+    ``postgres``, ``sqlite``."""

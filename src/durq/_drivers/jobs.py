@@ -53,6 +53,8 @@ class JobQueries(RowCodec):
             "retry_policy": new.retry_policy_json,
             "created_by": new.created_by,
             "idempotency_key": new.idempotency_key,
+            "breaker_key": new.breaker_key,
+            "concurrency_key": new.concurrency_key,
             "trace_context": new.trace_context,
             "webhook_url": new.webhook_url,
             "now": self.now_param(),

@@ -88,6 +88,8 @@ class RowCodec(DriverCore):
             bool(v[22]),
             v[23],
             v[24],
+            v[25],
+            v[26],
         )
 
     def job_from_new(
@@ -123,6 +125,8 @@ class RowCodec(DriverCore):
             retry_policy=dict(policy),
             created_by=new.created_by,
             idempotency_key=new.idempotency_key,
+            breaker_key=new.breaker_key,
+            concurrency_key=new.concurrency_key,
         )
 
     def finished_from_row(self, row: Mapping[str, Any]) -> Finished:
@@ -146,6 +150,9 @@ class RowCodec(DriverCore):
             outcome=r["outcome"],
             error_code=r["error_code"],
             error_message=r["error_message"],
+            processed=r.get("processed"),
+            failed=r.get("failed"),
+            summary=r.get("summary"),
             traceback=r.get("traceback"),
         )
 

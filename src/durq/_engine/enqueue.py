@@ -9,6 +9,7 @@ from typing import Any
 from .._drivers import Driver, Executor, NewJob
 from ..errors import IdempotencyConflict, JobGone
 from ..types import Job
+from . import keyed
 
 __all__ = ["insert_job", "insert_jobs"]
 
@@ -20,6 +21,8 @@ def insert_job(driver: Driver, ex: Executor, new: NewJob) -> tuple[Job, bool]:
     a different request. Runs inside ``ex``'s transaction and never ends it.
     """
     if new.idempotency_key is None:
+        if _keyed(new):
+            new = keyed.enter(driver, ex, new)
         return driver.job_insert(ex, new), True
     scope, key = new.idempotency_scope or new.task, new.idempotency_key
     found = driver.idem_get(ex, scope, key)
@@ -27,6 +30,8 @@ def insert_job(driver: Driver, ex: Executor, new: NewJob) -> tuple[Job, bool]:
         return _original(driver, ex, new, scope, found), False
     if found is not None:
         driver.idem_delete(ex, scope, key)
+    if _keyed(new):  # a repeated key answers with its job even while the breaker is open
+        new = keyed.enter(driver, ex, new)
     job = driver.job_insert(ex, new)
     won = driver.idem_insert(
         ex,
@@ -47,11 +52,17 @@ def insert_job(driver: Driver, ex: Executor, new: NewJob) -> tuple[Job, bool]:
 
 
 def insert_jobs(driver: Driver, ex: Executor, jobs: Sequence[NewJob]) -> list[Job]:
-    """Insert many jobs in order: keyless ones in one driver call, keyed ones (and those
+    """Insert many jobs in order: keyless ones in one driver call; keyed ones (and those
     with a webhook, whose insert writes their first event) one by one."""
-    if all(new.idempotency_key is None and new.webhook_url is None for new in jobs):
+    if all(
+        new.idempotency_key is None and new.webhook_url is None and not _keyed(new) for new in jobs
+    ):
         return driver.job_insert_many(ex, jobs)
     return [insert_job(driver, ex, new)[0] for new in jobs]
+
+
+def _keyed(new: NewJob) -> bool:
+    return new.breaker_key is not None or new.concurrency_key is not None
 
 
 def _original(

@@ -12,7 +12,7 @@ from .. import states
 from .._drivers import Driver, Executor, FinishRequest
 from ..errors import InvalidStage, JobGone, JobNotFound, LeaseLost
 from ..types import Job, JobState
-from . import wakeups
+from . import keyed, wakeups
 
 __all__ = [
     "Requeued",
@@ -111,11 +111,9 @@ def set_stage(
 
 
 def finish(driver: Driver, ex: Executor, req: FinishRequest) -> Job:
-    """Write an outcome if the lease is still held, else raise ``LeaseLost``."""
-    job = driver.job_finish(ex, req)
-    if job is None:
-        raise LeaseLost(req.job_id, req.claim_version)
-    return job
+    """Write an outcome if the lease is still held, else raise ``LeaseLost``; the rules of
+    the job's keys run in the same transaction."""
+    return keyed.finish(driver, ex, req)
 
 
 def queue_stats(

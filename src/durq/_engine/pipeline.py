@@ -270,13 +270,14 @@ def conclude(execution: Execution, worker_id: str) -> FinishRequest | None:
     else:
         change = next_change(job, execution.outcome, task.classifier if task else None)
     artifacts = ctx.artifacts if ctx else []
-    return FinishRequest(
-        job.id,
-        job.claim_version,
+    report = ctx.run_report if ctx else None
+    return FinishRequest.for_job(
+        job,
         worker_id,
         change,
         execution.runtime_ms,
         artifacts,
+        report,
         traceback=format_traceback(execution.outcome),
     )
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._drivers import NewJob
 from ..errors import ValidationError
+from ..keys import DEFAULT_BREAKER, BreakerRule, Limit, validate_key
 from ..retry import RetryPolicy
 from ..types import QUEUE_NAME_RE, JobState
 
@@ -127,8 +128,20 @@ def build_new_job(
     idempotency_scope: str | None,
     idempotency_ttl: float,
     request_hash_override: str | None = None,
+    breaker_key: str | None = None,
+    breaker_rule: BreakerRule = DEFAULT_BREAKER,
+    concurrency_key: str | None = None,
+    limit: Limit | None = None,
 ) -> NewJob:
     validate_task_name(task)
+    validate_key(breaker_key, "breaker_key")
+    validate_key(concurrency_key, "concurrency_key")
+    if concurrency_key is not None and limit is None:
+        raise ValidationError(
+            f"concurrency_key {concurrency_key!r} has no limit configured; set one with "
+            f"app.limits[{concurrency_key!r}] = durq.Limit(concurrency=N) (a pattern such as "
+            "'tenant-*' also matches), or leave concurrency_key out"
+        )
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -189,6 +202,11 @@ def build_new_job(
         request_hash=request_hash_override
         or (request_hash(task, args_json) if idempotency_key is not None else ""),
         idempotency_ttl=float(idempotency_ttl),
+        breaker_key=breaker_key,
+        breaker_threshold=breaker_rule.threshold,
+        breaker_pause=float(breaker_rule.pause),
+        concurrency_key=concurrency_key,
+        limit=limit if concurrency_key is not None else None,
     )
 
 

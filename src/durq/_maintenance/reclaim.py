@@ -34,7 +34,7 @@ def reclaim_batch(driver: Driver, limit: int = BATCH) -> list[Job]:
     reclaimed: list[Job] = []
     for job in expired:
         change = next_change(job, states.Lost())
-        req = FinishRequest(job.id, job.claim_version, job.worker_id, change, None)
+        req = FinishRequest.for_job(job, job.worker_id, change, None)
         try:
             with driver.transaction() as ex:
                 reclaimed.append(jobs.finish(driver, ex, req))

@@ -24,9 +24,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from .._drivers import Driver, FinishRequest
+from .._engine import keyed
 from .._engine.policy import unwritable
 from ..errors import LeaseLost
 from ..types import Finished
@@ -82,7 +84,8 @@ class Completer(Generic[E, R]):
         self.db = db
         self.on_written = on_written
         self.write_batch: Callable[[Sequence[R]], Sequence[Any]] = (
-            write_batch or driver.finish_batch  # type: ignore[assignment]
+            # Jobs: breaker counts and limit slots are written with their outcomes.
+            write_batch or partial(keyed.finish_batch, driver)
         )
         self.fallback: Callable[[R, str], R] = fallback or _job_fallback  # type: ignore[assignment]
         self.describe: Callable[[R], str] = describe or _describe_job  # type: ignore[assignment]

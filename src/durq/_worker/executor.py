@@ -93,7 +93,7 @@ class Executor:
 
     def _request(self, entry: InFlight, change: states.Change) -> FinishRequest:
         job = entry.job
-        return FinishRequest(job.id, job.claim_version, self.worker_id, change, entry.runtime_ms)
+        return FinishRequest.for_job(job, self.worker_id, change, entry.runtime_ms)
 
     def _finish(self, entry: InFlight, req: FinishRequest) -> None:
         self.inflight.set_phase(entry, Phase.FINISHING)

@@ -15,6 +15,7 @@ E_NOT_FOUND                404     no such job, key or route (or a job of anothe
 E_METHOD_NOT_ALLOWED       405     the route exists, not with this method
 E_IDEMPOTENCY_CONFLICT     409     ``Idempotency-Key`` reused with a different body
 E_INVALID_TRANSITION       409     the job's state does not allow this action
+E_BREAKER_OPEN             409     the job's breaker key is paused; ``details`` holds its alert
 E_GONE                     410     the job finished and was pruned
 E_PAYLOAD_TOO_LARGE        413     the body is over ``DURQ_API_MAX_BODY_BYTES``
 E_VALIDATION               422     a field is missing, unknown, of the wrong type or out of range
@@ -38,6 +39,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
+    BreakerOpen,
     DatabaseUnavailable,
     DurqError,
     EventNotFound,
@@ -45,6 +47,7 @@ from ..errors import (
     InvalidTransition,
     JobGone,
     JobNotFound,
+    KeyNotFound,
     SchemaOutOfDate,
     UnknownTask,
     ValidationError,
@@ -60,6 +63,8 @@ DURQ_STATUS: tuple[tuple[type[DurqError], int], ...] = (
     (JobGone, 410),
     (JobNotFound, 404),
     (EventNotFound, 404),
+    (KeyNotFound, 404),
+    (BreakerOpen, 409),
     (IdempotencyConflict, 409),
     (InvalidTransition, 409),
     (UnknownTask, 422),
@@ -149,7 +154,19 @@ def install_error_handlers(api: FastAPI) -> None:
         status = durq_error_status(exc)
         if status >= 500 and status != 503:
             log.error("durq_error", code=exc.code, error=str(exc))
-        return error_response(status, exc.code, str(exc))
+        details = None
+        if isinstance(exc, BreakerOpen):  # the alert context, so a caller can show why
+            details = [
+                {
+                    "loc": "breaker_key",
+                    "type": "breaker_open",
+                    "message": str(exc),
+                    "key": exc.key,
+                    "paused_until": exc.paused_until,
+                    "alert": exc.alert,
+                }
+            ]
+        return error_response(status, exc.code, str(exc), details=details)
 
     @api.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

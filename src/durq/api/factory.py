@@ -15,7 +15,7 @@ from ..errors import DurqError
 from ..settings import Settings
 from .context import BodyLimit, RequestContext
 from .errors import install_error_handlers
-from .routes import events, health, internal, jobs, keys, queues
+from .routes import breakers, events, health, internal, jobs, keys, queues
 from .service import Service
 
 log = structlog.get_logger("durq.api")
@@ -58,7 +58,7 @@ def create_app(app: App, settings: Settings | None = None) -> FastAPI:
     )
     api.state.durq = service
     install_error_handlers(api)
-    for module in (jobs, events, queues, keys, internal, health):
+    for module in (jobs, events, queues, breakers, keys, internal, health):
         api.include_router(module.router)
     # Added last = outermost: the request context wraps the body limit.
     api.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)

@@ -11,7 +11,11 @@ answers with the same values. Two consequences for queries:
 ``durq_jobs_total`` counts jobs by their current state, like a gauge (the conventional
 name dashboards expect; it is exposed untyped because a gauge may not end in ``_total``);
 ``durq_job_duration_seconds`` and ``durq_job_retries_total`` come from the attempt
-records. HTTP metrics are labelled by route template, never by raw path or id.
+records. ``durq_breaker_open{key}`` is 1 for a paused breaker key (open or half-open) and 0
+for a closed key with failures counted, for at most ``MAX_BREAKER_SERIES`` keys (paused
+ones first), so a label set stays bounded however many keys exist; ``durq_breakers_open``
+counts every paused key and ``durq_breaker_transitions_total{to="open"}`` how many times
+any breaker opened. HTTP metrics are labelled by route template, never by raw path or id.
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from prometheus_client.registry import Collector
 from .._drivers import AttemptBucket
 from ..app import App
 from ..errors import DurqError
+from ..keys import Breaker
 from ..types import ACTIVE_STATES, JobState
 
-__all__ = ["DURATION_BUCKETS", "DatabaseCollector", "Metrics"]
+__all__ = ["DURATION_BUCKETS", "MAX_BREAKER_SERIES", "DatabaseCollector", "Metrics"]
 
 log = structlog.get_logger("durq.api")
 
@@ -63,6 +68,9 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 
 DEPTH_STATES = tuple(s.value for s in JobState if s in ACTIVE_STATES)
 
+#: At most this many ``durq_breaker_open{key}`` series per scrape (paused keys first).
+MAX_BREAKER_SERIES = 100
+
 
 class DatabaseCollector(Collector):
     """Collects job metrics with two grouped queries at scrape time."""
@@ -84,6 +92,8 @@ class DatabaseCollector(Collector):
                 buckets = backend.attempt_buckets(ex)
                 outbox = backend.outbox_counts(ex)
                 latencies = backend.outbox_latencies(ex)
+                breakers = backend.breaker_list(ex, failing_only=True, limit=MAX_BREAKER_SERIES)
+                paused, opened = backend.breaker_totals(ex)
         except DurqError as exc:
             log.warning("metrics_database_error", error=str(exc))
             up.add_metric([], 0)
@@ -94,6 +104,29 @@ class DatabaseCollector(Collector):
         yield from _job_families(counts)
         yield from _attempt_families(buckets)
         yield from _delivery_families(outbox, latencies)
+        yield from _breaker_families(breakers, paused, opened)
+
+
+def _breaker_families(breakers: list[Breaker], paused: int, opened: int) -> Iterator[Metric]:
+    per_key = GaugeMetricFamily(
+        "durq_breaker_open",
+        "1 if the breaker key is paused (open or half-open), 0 if closed with failures "
+        f"counted; at most {MAX_BREAKER_SERIES} keys, paused ones first",
+        labels=["key"],
+    )
+    for b in breakers:
+        per_key.add_metric([b.key], 0 if b.paused_until is None else 1)
+    total = GaugeMetricFamily("durq_breakers_open", "Breaker keys paused now (open or half-open)")
+    total.add_metric([], paused)
+    transitions = CounterMetricFamily(
+        "durq_breaker_transitions",
+        "Breaker transitions by the state entered (times any breaker key opened)",
+        labels=["to"],
+    )
+    transitions.add_metric(["open"], opened)
+    yield per_key
+    yield total
+    yield transitions
 
 
 def _job_families(counts: list[tuple[str, str, str, int]]) -> Iterator[Metric]:

@@ -160,6 +160,18 @@ class JobIn(StrictBody):
         description="sync runs the job in this server before answering (200 with its "
         "final state); only for tasks the server's App defines",
     )
+    breaker_key: Annotated[Text, Field(min_length=1, max_length=255)] | None = Field(
+        None,
+        description="Circuit breaker key (e.g. connector:pair): consecutive failures under "
+        "it pause it, and a paused key answers 409 E_BREAKER_OPEN",
+        examples=["connector-7:pair-42"],
+    )
+    concurrency_key: Annotated[Text, Field(min_length=1, max_length=255)] | None = Field(
+        None,
+        description="Per-key limit key: the server App's limits for it (running at once, "
+        "starts per window) hold across all workers",
+        examples=["tenant-42"],
+    )
 
 
 class InternalRequeueIn(StrictBody):

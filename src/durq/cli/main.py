@@ -8,6 +8,7 @@ from .. import __version__
 from ..demo import run_demo
 from ..errors import ConfigurationError
 from .bench import bench
+from .breakers import alerts_app, breakers_app
 from .common import EXIT_USAGE, AppOption, UrlOption, durq_errors, err_console, load_app
 from .enqueue import enqueue
 from .events import deliver, events_app, secrets_app
@@ -48,6 +49,8 @@ def _root(
 
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(queues_app, name="queues")
+app.add_typer(breakers_app, name="breakers")
+app.add_typer(alerts_app, name="alerts")
 app.command("worker")(worker)
 app.command("workers")(workers)
 app.command("enqueue")(enqueue)

@@ -4,7 +4,8 @@
 id, queue, task, CAST(args AS text) AS args, state, stage, priority, attempt, max_attempts,
 claim_version, worker_id, run_at, created_at, updated_at, attempted_at, finished_at,
 lease_expires_at, heartbeat_at, last_error_code, last_error, CAST(result AS text) AS result,
-CAST(retry_policy AS text) AS retry_policy, cancel_requested, created_by, idempotency_key
+CAST(retry_policy AS text) AS retry_policy, cancel_requested, created_by, idempotency_key,
+breaker_key, concurrency_key
 
 -- name: job_insert
 -- Only the id and the clock come back: the rest of the Job is what was sent.
@@ -12,11 +13,13 @@ CAST(retry_policy AS text) AS retry_policy, cancel_requested, created_by, idempo
 -- identical notifications), so idle workers wake without polling.
 WITH ins AS (
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
-                       created_by, idempotency_key, trace_context, webhook_url)
+                       created_by, idempotency_key, breaker_key, concurrency_key,
+                       trace_context, webhook_url)
 VALUES (:queue, :task, CAST(:args AS jsonb), :priority,
         COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay AS float8))),
         :max_attempts, CAST(:retry_policy AS jsonb), :created_by, :idempotency_key,
-        :trace_context, CAST(:webhook_url AS text))
+        CAST(:breaker_key AS text), CAST(:concurrency_key AS text), :trace_context,
+        CAST(:webhook_url AS text))
 RETURNING id, queue, run_at, created_at
 )
 SELECT ins.*, pg_notify('durq_jobs', ins.queue) AS notified FROM ins
@@ -104,19 +107,66 @@ SET state = 'running', stage = NULL, worker_id = :worker_id,
 -- at LIMIT (a list of queues, or a join on the pause flag, would sort the whole backlog).
 -- `id = ANY(ARRAY(...))` makes the update fetch the picked rows by primary key; with
 -- `id IN (SELECT ...)` the planner may hash-join against a scan of the whole table.
-WITH next AS (
+--
+-- Jobs with a concurrency key come first, from their own index, one key at a time: `lim`
+-- locks each key that has budget left and a ready job here (SKIP LOCKED: a key another
+-- claimer is spending is skipped, never waited for, never spent twice; the locked row is
+-- its latest version, so the budget read is current), `keyed` takes at most that budget
+-- of the key's jobs, and `spent` books them in the same statement. Without limit rows
+-- (the common case) `lim` reads an empty table and the claim is the plain ready scan.
+WITH lim AS (
+    SELECT l.key, w.ws,
+           LEAST(COALESCE(l.concurrency - l.running, CAST(:limit AS int)),
+                 COALESCE(l.rate - CASE WHEN l.window_start = w.ws THEN l.window_count ELSE 0 END,
+                          CAST(:limit AS int))) AS budget
+    FROM durq_limits l
+    CROSS JOIN LATERAL (
+        SELECT floor(CAST(EXTRACT(EPOCH FROM now()) AS float8) / l.rate_window)
+               * l.rate_window AS ws
+    ) w
+    WHERE (l.concurrency IS NULL OR l.running < l.concurrency)
+      AND (l.rate IS NULL OR l.window_start <> w.ws OR l.window_count < l.rate)
+      AND EXISTS (SELECT 1 FROM durq_jobs j
+                  WHERE j.state IN ('queued', 'retry_wait') AND j.concurrency_key IS NOT NULL
+                    AND j.queue = :queue AND j.concurrency_key = l.key AND j.run_at <= now())
+      AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = :queue AND p.paused)
+    ORDER BY l.claimed_at NULLS FIRST, l.key
+    LIMIT :limit
+    FOR UPDATE OF l SKIP LOCKED
+), keyed AS (
+    SELECT k.id, lim.key FROM lim
+    CROSS JOIN LATERAL (
+        SELECT id FROM durq_jobs
+        WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL
+          AND queue = :queue AND concurrency_key = lim.key AND run_at <= now()
+        ORDER BY priority, run_at, id
+        LIMIT lim.budget
+        FOR UPDATE SKIP LOCKED
+    ) k
+    LIMIT :limit
+), next AS (
     SELECT id FROM durq_jobs
     WHERE state IN ('queued', 'retry_wait')
+      AND concurrency_key IS NULL
       AND queue = :queue
       AND run_at <= now()
       AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = :queue AND p.paused)
     ORDER BY priority, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
+), spent AS (
+    UPDATE durq_limits l
+    SET running = l.running + s.n,
+        window_count = CASE WHEN l.window_start = s.ws THEN l.window_count + s.n ELSE s.n END,
+        window_start = s.ws,
+        claimed_at = now()
+    FROM (SELECT key, min(lim.ws) AS ws, count(*) AS n
+          FROM keyed JOIN lim USING (key) GROUP BY key) s
+    WHERE l.key = s.key
 )
 UPDATE durq_jobs
 {claim_set}
-WHERE id = ANY(ARRAY(SELECT id FROM next))
+WHERE id = ANY(ARRAY(SELECT id FROM keyed UNION ALL (SELECT id FROM next) LIMIT :limit))
 RETURNING {job_columns}
 
 -- name: job_claim_id

@@ -2,11 +2,14 @@
 
 -- name: job_next_due
 -- Seconds until the next scheduled job of these queues comes due (NULL: none waiting).
-SELECT EXTRACT(EPOCH FROM min(run_at) - now()) AS wait_s
-FROM durq_jobs
-WHERE state IN ('queued', 'retry_wait')
-  AND queue = ANY(CAST(:queues AS text[]))
-  AND run_at > now()
+-- One subquery per ready index (jobs without and with a concurrency key).
+SELECT EXTRACT(EPOCH FROM LEAST(
+    (SELECT min(run_at) FROM durq_jobs
+     WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NULL
+       AND queue = ANY(CAST(:queues AS text[])) AND run_at > now()),
+    (SELECT min(run_at) FROM durq_jobs
+     WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL
+       AND queue = ANY(CAST(:queues AS text[])) AND run_at > now())) - now()) AS wait_s
 
 -- name: listen_jobs
 LISTEN durq_jobs

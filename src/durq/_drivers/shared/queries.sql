@@ -28,7 +28,7 @@ SELECT job_id FROM durq_tombstones WHERE job_id = :id
 
 -- name: attempt_list
 SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
-       outcome, error_code, error_message, traceback
+       outcome, error_code, error_message, processed, failed, summary, traceback
 FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
 
 -- name: queue_counts

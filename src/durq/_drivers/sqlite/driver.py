@@ -206,6 +206,42 @@ class SqliteDriver(Driver):
                 return []
             return [int(r["version"]) for r in ex.run("migrations_applied")]
 
+    # ---- the claim: limited keys first, then the plain ready scan -----------------------
+
+    def job_claim(
+        self, ex: Executor, *, queue: str, worker_id: str, limit: int, lease_seconds: float
+    ) -> list[Job]:
+        """Jobs with a concurrency key within their key's budget, then plain ready jobs.
+        The transaction is BEGIN IMMEDIATE: no other claimer reads a budget meanwhile."""
+        now = self.now_param()
+        claimed: list[Job] = []
+        for row in ex.run("limit_budgets", {"queue": queue, "limit": limit, "now": now}):
+            room = min(int(row["budget"]), limit - len(claimed))
+            if room <= 0:
+                break
+            params = {
+                "queue": queue,
+                "key": row["key"],
+                "limit": room,
+                "worker_id": worker_id,
+                "lease_seconds": lease_seconds,
+                "now": now,
+            }
+            got = ex.values("job_claim_keyed", params)
+            if got:
+                spend = {"key": row["key"], "n": len(got), "ws": row["ws"], "now": now}
+                ex.run("limit_spend", spend)
+                claimed.extend(map(self.job_from_values, got))
+        if len(claimed) < limit:
+            claimed += super().job_claim(
+                ex,
+                queue=queue,
+                worker_id=worker_id,
+                limit=limit - len(claimed),
+                lease_seconds=lease_seconds,
+            )
+        return claimed
+
     # ---- dialect gaps ------------------------------------------------------------------
 
     def _after_finish(

@@ -5,15 +5,17 @@
 id, queue, task, args, state, stage, priority, attempt, max_attempts,
 claim_version, worker_id, run_at, created_at, updated_at, attempted_at, finished_at,
 lease_expires_at, heartbeat_at, last_error_code, last_error, result,
-retry_policy, cancel_requested, created_by, idempotency_key
+retry_policy, cancel_requested, created_by, idempotency_key,
+breaker_key, concurrency_key
 
 -- name: job_insert
 -- Only the id and the clock come back: the rest of the Job is what was sent.
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
-                       created_by, idempotency_key, trace_context, created_at, updated_at,
-                       webhook_url)
+                       created_by, idempotency_key, breaker_key, concurrency_key,
+                       trace_context, created_at, updated_at, webhook_url)
 VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_attempts,
-        :retry_policy, :created_by, :idempotency_key, :trace_context, :now, :now, :webhook_url)
+        :retry_policy, :created_by, :idempotency_key, :breaker_key, :concurrency_key,
+        :trace_context, :now, :now, :webhook_url)
 RETURNING id, run_at, created_at
 
 -- name: job_trace_context
@@ -68,6 +70,7 @@ UPDATE durq_jobs
 WHERE id IN (
     SELECT id FROM durq_jobs
     WHERE state IN ('queued', 'retry_wait')
+      AND concurrency_key IS NULL
       AND queue = :queue
       AND run_at <= :now
       AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = :queue AND p.paused)
@@ -75,6 +78,44 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING {job_columns}
+
+-- name: limit_budgets
+-- Keys with budget left and a ready job in this queue, least recently served first; the
+-- claim runs in a BEGIN IMMEDIATE transaction, so no other claimer reads them meanwhile.
+SELECT key, ws,
+       min(COALESCE(concurrency - running, :limit),
+           COALESCE(rate - CASE WHEN window_start = ws THEN window_count ELSE 0 END, :limit))
+           AS budget
+FROM (SELECT l.*, CAST(:now / l.rate_window AS INTEGER) * l.rate_window AS ws
+      FROM durq_limits l) l
+WHERE (concurrency IS NULL OR running < concurrency)
+  AND (rate IS NULL OR window_start <> ws OR window_count < rate)
+  AND EXISTS (SELECT 1 FROM durq_jobs j
+              WHERE j.state IN ('queued', 'retry_wait') AND j.concurrency_key IS NOT NULL
+                AND j.queue = :queue AND j.concurrency_key = l.key AND j.run_at <= :now)
+  AND NOT EXISTS (SELECT 1 FROM durq_queues p WHERE p.name = :queue AND p.paused)
+ORDER BY claimed_at IS NOT NULL, claimed_at, key
+LIMIT :limit
+
+-- name: job_claim_keyed
+UPDATE durq_jobs
+{claim_set}
+WHERE id IN (
+    SELECT id FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL
+      AND queue = :queue AND concurrency_key = :key AND run_at <= :now
+    ORDER BY priority, run_at, id
+    LIMIT :limit
+)
+RETURNING {job_columns}
+
+-- name: limit_spend
+UPDATE durq_limits
+SET running = running + :n,
+    window_count = CASE WHEN window_start = :ws THEN window_count + :n ELSE :n END,
+    window_start = :ws,
+    claimed_at = :now
+WHERE key = :key
 
 -- name: job_claim_id
 UPDATE durq_jobs

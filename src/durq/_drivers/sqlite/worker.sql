@@ -2,11 +2,15 @@
 
 -- name: job_next_due
 -- Seconds until the next scheduled job of these queues comes due (NULL: none waiting).
-SELECT min(run_at) - :now AS wait_s
-FROM durq_jobs
-WHERE state IN ('queued', 'retry_wait')
-  AND queue IN (SELECT value FROM json_each(:queues))
-  AND run_at > :now
+-- One subquery per ready index (jobs without and with a concurrency key).
+SELECT min(
+    (SELECT min(run_at) FROM durq_jobs
+     WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NULL
+       AND queue IN (SELECT value FROM json_each(:queues)) AND run_at > :now),
+    COALESCE((SELECT min(run_at) FROM durq_jobs
+     WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL
+       AND queue IN (SELECT value FROM json_each(:queues)) AND run_at > :now), 1e18)
+) - :now AS wait_s
 
 -- name: worker_register
 INSERT INTO durq_workers (id, hostname, pid, queues, concurrency, heartbeat_seconds,

@@ -13,7 +13,7 @@ _DESCRIPTIONS = {
     401: "Missing, unknown or disabled API key (E_UNAUTHENTICATED)",
     403: "Role too low (E_FORBIDDEN), or internal route without its token (E_INTERNAL_ONLY)",
     404: "No such resource, or a job of another owner (E_NOT_FOUND)",
-    409: "Conflict (E_IDEMPOTENCY_CONFLICT, E_INVALID_TRANSITION)",
+    409: "Conflict (E_IDEMPOTENCY_CONFLICT, E_INVALID_TRANSITION, E_BREAKER_OPEN)",
     410: "The job finished and was pruned (E_GONE)",
     413: "Body over DURQ_API_MAX_BODY_BYTES (E_PAYLOAD_TOO_LARGE)",
     422: "Invalid field: missing, unknown, wrong type or out of range (E_VALIDATION)",

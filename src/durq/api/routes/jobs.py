@@ -104,6 +104,8 @@ async def submit_job(
         idempotency_scope=f"owner:{principal.owner}" if idempotency_key is not None else None,
         request_hash=body_hash(body) if idempotency_key is not None else None,
         created_by=principal.owner,
+        breaker_key=body.breaker_key,
+        concurrency_key=body.concurrency_key,
     )
     job, created = await run_in_threadpool(app.insert, new)
     if not created:
