@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -11,26 +11,24 @@ from . import _tracing
 from ._drivers import Driver, NewJob, open_driver
 from ._engine import jobs, pipeline
 from ._engine.enqueue import insert_job, insert_jobs
-from ._engine.identity import default_worker_id
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.signing import signer_from_settings
-from ._engine.validate import build_new_job, parse_states, validate_queue
-from ._maintenance.reclaim import reclaim_batch
-from .errors import LeaseLost, SchemaOutOfDate, ValidationError
+from ._engine.validate import build_new_job
+from .errors import SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
+from .inline import InlineRunner
 from .outbox import OutboxOperations
+from .reads import JobOperations
 from .registry import TaskRegistry
 from .retry import DEFAULT_POLICY
 from .settings import Settings, load_settings
 from .task import Task
-from .types import Artifact, Attempt, Job, RequeueResult, WorkerInfo
+from .types import Job
 
 __all__ = ["App", "EnqueueRequest"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-MAX_LIST_LIMIT = 1000
 
 
 class EnqueueRequest:
@@ -46,7 +44,7 @@ class EnqueueRequest:
         self.options = options
 
 
-class App(OutboxOperations, KeyOperations, TaskRegistry):
+class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegistry):
     """A durq application: where jobs live and which tasks this process knows.
 
     ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).
@@ -327,189 +325,8 @@ class App(OutboxOperations, KeyOperations, TaskRegistry):
         )
         return self.insert(new)
 
-    # ---- reads -----------------------------------------------------------------------
-
-    def get_job(self, job_id: int) -> Job:
-        """The job, or ``JobNotFound`` (``JobGone`` if it was pruned)."""
-        with self.driver.read() as ex:
-            return jobs.get(self.driver, ex, int(job_id))
-
-    def list_jobs(
-        self,
-        *,
-        state: str | list[str] | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        created_by: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        before_id: int | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        """Newest first. Page with ``before_id`` = the last id of the previous page."""
-        states_ = _checked_filters(state, created_after, created_before)
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= MAX_LIST_LIMIT
-        ):
-            raise ValidationError(
-                f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}"
-            )
-        with self.driver.read() as ex:
-            return self.driver.job_list(
-                ex,
-                states_=states_,
-                queue=queue,
-                task=task,
-                created_by=created_by,
-                created_after=created_after,
-                created_before=created_before,
-                before_id=before_id,
-                limit=limit,
-            )
-
-    def count_jobs(
-        self,
-        *,
-        state: str | list[str] | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        created_by: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-    ) -> int:
-        """How many jobs match the filters of :meth:`list_jobs` (all pages together)."""
-        states_ = _checked_filters(state, created_after, created_before)
-        with self.driver.read() as ex:
-            return self.driver.job_count(
-                ex,
-                states_=states_,
-                queue=queue,
-                task=task,
-                created_by=created_by,
-                created_after=created_after,
-                created_before=created_before,
-            )
-
-    def attempts(self, job_id: int) -> list[Attempt]:
-        with self.driver.read() as ex:
-            jobs.get(self.driver, ex, job_id)
-            return self.driver.attempt_list(ex, job_id)
-
-    def artifacts(self, job_id: int) -> list[Artifact]:
-        with self.driver.read() as ex:
-            jobs.get(self.driver, ex, job_id)
-            return self.driver.artifact_list(ex, job_id)
-
-    def queue_stats(self) -> dict[str, dict[str, Any]]:
-        """Per queue: counts by state, oldest and p95 age of ready jobs, and ``degraded``."""
-        with self.driver.read() as ex:
-            return jobs.queue_stats(
-                self.driver,
-                ex,
-                degraded_p95_age=self.settings.degraded_p95_age_seconds,
-                degraded_ready=self.settings.degraded_ready_count,
-            )
-
-    # ---- operator actions ------------------------------------------------------------
-
-    def cancel(self, job_id: int) -> Job:
-        """queued/retry_wait → cancelled; running → cancel requested (honoured at the
-        worker's next fenced write); finished → unchanged."""
-        with self.driver.transaction() as ex:
-            return jobs.cancel(self.driver, ex, int(job_id))
-
-    def requeue(self, job_id: int) -> RequeueResult:
-        """A running job is left alone (an idempotent no-op); any other state → queued with
-        attempts, error and finished time reset, and idle workers woken: in other processes
-        by a notification where the database has them, in this one directly."""
-        driver = self.driver
-        with driver.transaction() as ex:
-            done = jobs.requeue(driver, ex, int(job_id))
-        woke = False
-        if not done.idempotent:
-            woke = jobs.announce_committed(driver, [done.job.queue]) or done.notified
-        return RequeueResult(job=done.job, idempotent=done.idempotent, woke_workers=woke)
-
-    def pause_queue(self, queue: str) -> None:
-        with self.driver.transaction() as ex:
-            self.driver.queue_set_paused(ex, validate_queue(queue), True)
-
-    def resume_queue(self, queue: str) -> None:
-        with self.driver.transaction() as ex:
-            self.driver.queue_set_paused(ex, validate_queue(queue), False)
-
-    def list_workers(self, *, include_stopped: bool = True, limit: int = 200) -> list[WorkerInfo]:
-        """Worker processes, newest first: live ones, and (``include_stopped``) those that
-        stopped cleanly or went silent (``WorkerInfo.status``: alive, stopped, dead)."""
-        with self.driver.read() as ex:
-            return self.driver.worker_list(ex, include_stopped=include_stopped, limit=limit)
-
-    # ---- running jobs in this process -------------------------------------------------
-
-    def run_job(self, job_id: int, *, worker_id: str | None = None) -> Job:
-        """Claim one ready job by id, run it here, write its outcome; returns the job after.
-
-        A job that is not ready (running elsewhere, finished, scheduled later) is returned
-        unchanged.
-        """
-        wid = worker_id or default_worker_id()
-        started = _tracing.now_ns()
-        with self.driver.transaction() as ex:
-            job = self.driver.job_claim_id(
-                ex, int(job_id), worker_id=wid, lease_seconds=self.settings.lease_seconds
-            )
-            if job is not None and job.concurrency_key is not None:
-                self.driver.limit_take(ex, job.concurrency_key)  # its finish frees the slot
-            traces = _tracing.claimed(self.driver, ex, [job] if job else [], started, wid)
-        if job is None:
-            return self.get_job(job_id)
-        return self._run_claimed(job, wid, traces.get(job.id))
-
-    def work(
-        self,
-        *,
-        queues: Sequence[str] | None = None,
-        limit: int | None = None,
-        worker_id: str | None = None,
-        batch: int = 10,
-    ) -> list[Job]:
-        """Claim and run ready jobs in this thread until none is ready (or ``limit`` ran).
-
-        The simple in-process loop behind ``durq.testing``; ``durq worker`` adds
-        concurrency, heartbeats and graceful shutdown.
-        """
-        wid = worker_id or default_worker_id()
-        names = (
-            list(dict.fromkeys(queues))
-            if queues
-            else sorted({t.queue for t in self.tasks.values()} or {"default"})
-        )
-        done: list[Job] = []
-        while limit is None or len(done) < limit:
-            claimed: list[Job] = []
-            started = _tracing.now_ns()
-            with self.driver.transaction() as ex:
-                for queue in names:
-                    take = batch if limit is None else min(batch, limit - len(done))
-                    claimed += self.driver.job_claim(
-                        ex,
-                        queue=queue,
-                        worker_id=wid,
-                        limit=take - len(claimed),
-                        lease_seconds=self.settings.lease_seconds,
-                    )
-                    if len(claimed) >= take:
-                        break
-                traces = _tracing.claimed(self.driver, ex, claimed, started, wid)
-            if not claimed:
-                break
-            done.extend(self._run_claimed(job, wid, traces.get(job.id)) for job in claimed)
-        return done
-
-    def _run_claimed(self, job: Job, worker_id: str, trace_context: str | None = None) -> Job:
-        runtime = pipeline.Runtime(
+    def _runtime(self) -> pipeline.Runtime:
+        return pipeline.Runtime(
             self.driver,
             self.tasks,
             self.settings.lease_seconds,
@@ -517,29 +334,3 @@ class App(OutboxOperations, KeyOperations, TaskRegistry):
             signer=signer_from_settings(self.settings),
             refresh_timeout=self.settings.refresh_timeout,
         )
-        execution = pipeline.run_sync(runtime, job, worker_id, trace_context)
-        req = pipeline.conclude(execution, worker_id)
-        if req is None:  # the task's own fenced write found the lease lost
-            return self.get_job(job.id)
-        started = _tracing.now_ns()
-        try:
-            with self.driver.transaction() as ex:
-                after = jobs.finish(self.driver, ex, req)
-        except LeaseLost:
-            _tracing.finished(job, trace_context, "lease_lost", started)
-            return self.get_job(job.id)
-        _tracing.finished(job, trace_context, str(after.state), started)
-        return after
-
-    def reclaim_expired(self, limit: int = 100) -> list[Job]:
-        """Expired leases → ``retry_wait`` or ``dead_letter`` (the lost attempt is recorded)."""
-        return reclaim_batch(self.driver, limit)
-
-
-def _checked_filters(
-    state: str | list[str] | None, created_after: datetime | None, created_before: datetime | None
-) -> list[str] | None:
-    for name, value in (("created_after", created_after), ("created_before", created_before)):
-        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-            raise ValidationError(f"{name} must be a timezone-aware datetime, got {value!r}")
-    return parse_states(state)

@@ -25,7 +25,18 @@ LAYERS: list[set[str]] = [
     {"_drivers"},
     {"_engine", "task", "_tracing"},
     {"_worker", "_maintenance"},
-    {"registry", "guards", "app", "aio", "testing", "wire", "webhooks", "outbox"},
+    {
+        "registry",
+        "guards",
+        "reads",
+        "inline",
+        "app",
+        "aio",
+        "testing",
+        "wire",
+        "webhooks",
+        "outbox",
+    },
     {"api", "cli", "demo", "__init__", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
