@@ -222,10 +222,14 @@ def test_outbox_event_delivered_after_worker_killed(
         worker.kill()  # SIGKILL between the state changes and their delivery
         receiver.hang.clear()
         start("w2", "worker", webhook_lease_seconds=1, lease_seconds=1, heartbeat_seconds=0.3)
+        # The receiver answers before the delivery's fenced write: wait for both.
         wait_until(
-            lambda: [d["type"] for d in receiver.first][-1:] == ["job.succeeded"],
+            lambda: (
+                [d["type"] for d in receiver.first][-1:] == ["job.succeeded"]
+                and all(e.state == "delivered" for e in app.list_events(job_id=job.id))
+            ),
             timeout=45,
-            what="the job's last event to arrive",
+            what="the job's last event to arrive and be recorded as delivered",
         )
     types = [d["type"] for d in receiver.first]
     assert types[0] == "job.queued" and types[-1] == "job.succeeded"
