@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@# PgBouncer for tests/pgbouncer (Debian's package); without apt those tests skip.
 	@command -v pgbouncer >/dev/null || command -v /usr/sbin/pgbouncer >/dev/null || \
-		((apt-get update -qq && apt-get install -y -qq pgbouncer) >/dev/null 2>&1) || \
+		((apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer) >/dev/null 2>&1) || \
 		echo "pgbouncer not installed (no apt?): the PgBouncer tests will skip" >&2
 	@touch $(STAMP)
 
