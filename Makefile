@@ -47,4 +47,4 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/durq bench --compare $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) durq-demo.db durq-demo.db-wal durq-demo.db-shm .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(BENCH_VENV) durq-demo.db durq-demo.db-wal durq-demo.db-shm durq-demo.db-wake .pytest_cache .mypy_cache

@@ -7,6 +7,8 @@ import dataclasses
 import re
 import socket
 import sqlite3
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
@@ -235,9 +237,7 @@ def test_listen_hears_the_queues_of_jobs_as_they_commit(
     driver: Driver, new_job: JobFactory
 ) -> None:
     if not driver.capabilities.listen_notify:
-        with pytest.raises(NotImplementedError, match="poll"):
-            driver.listen()
-        return
+        pytest.skip("no notifications inside transactions: see test_wake_listeners_*")
     listener = driver.listen()
     try:
         with driver.transaction() as first:
@@ -257,10 +257,57 @@ def test_listen_hears_the_queues_of_jobs_as_they_commit(
         listener.close()
 
 
+def _heard(listener: Any, count: int) -> list[str]:
+    heard: list[str] = []
+    deadline = time.monotonic() + 10
+    while len(heard) < count and time.monotonic() < deadline:
+        heard += listener.notifications(timeout=0.5)
+    return heard
+
+
+def test_wake_listeners_reaches_every_listener_of_the_database(driver: Driver) -> None:
+    if not driver.capabilities.wake_after_commit:
+        assert driver.wake_listeners(["default"]) == 0  # NOTIFY travels with the commit
+        return
+    assert driver.wake_listeners(["default"]) == 0  # nobody listens yet
+    listeners = [driver.listen(), driver.listen()]
+    try:
+        assert driver.wake_listeners(["default", "emails"]) == 4
+        for listener in listeners:
+            assert sorted(_heard(listener, 2)) == ["default", "emails"]
+        # A listener whose process died leaves its entry behind: the next send drops it.
+        gone = listeners.pop()
+        gone._sock.close()  # type: ignore[attr-defined]  # the process is gone, not closed
+        assert driver.wake_listeners(["default"]) == 1
+        assert not Path(gone.entry).exists()  # type: ignore[attr-defined]
+        assert driver.wake_listeners(["default"]) == 1
+    finally:
+        for listener in listeners:
+            listener.close()
+
+
+def test_wake_listeners_with_a_path_too_long_for_a_socket(tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the abstract socket namespace is Linux's")
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    driver = SqliteDriver(f"sqlite:///{deep / 'durq.db'}")
+    listener = driver.listen()
+    try:
+        assert Path(listener.entry).is_file()  # a marker: the socket is abstract
+        assert driver.wake_listeners(["default"]) == 1
+        assert _heard(listener, 1) == ["default"]
+    finally:
+        listener.close()
+        driver.close()
+    assert driver.wake_listeners(["default"]) == 0  # closed: its marker is gone
+
+
 def test_capabilities_say_what_the_database_offers(driver: Driver) -> None:
     caps = driver.capabilities
     assert isinstance(caps, Capabilities)
     assert caps.listen_notify is (driver.dialect == "postgresql")
+    assert caps.wake_after_commit is (driver.dialect == "sqlite")
     with pytest.raises(dataclasses.FrozenInstanceError):
         caps.listen_notify = not caps.listen_notify  # type: ignore[misc]
 

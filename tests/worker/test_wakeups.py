@@ -1,5 +1,6 @@
-"""How an idle worker learns of new jobs: NOTIFY on PostgreSQL, an in-process signal when
-the enqueuer shares the worker's process, polling otherwise. Each test asserts the source
+"""How an idle worker learns of new jobs: NOTIFY on PostgreSQL, a socket beside the file on
+SQLite, an in-process signal when the enqueuer shares the worker's process, polling
+otherwise. Each test asserts the source
 of the wake-up the producer recorded, never a wall-clock bound."""
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ def test_listen_notify_wakes_an_idle_worker_on_postgres(pg_url: str) -> None:
         assert done.returncode == 0, done.stderr
         assert _run_and_reason(app, worker, json.loads(done.stdout)["id"]) == "notify"
     enqueuer.close()
+    app.close()
+
+
+def test_an_enqueue_in_another_process_wakes_an_idle_worker_on_sqlite(sqlite_url: str) -> None:
+    app = _app(sqlite_url)
+    with running_worker(app, poll_interval=SLOW_POLL) as worker:
+        assert worker.notifier is not None and worker.notifier.mode == "listen"
+        wait_until(worker.notifier.listening.is_set, what="the wake-up socket to be bound")
+        for n in (1, 2):  # the second proves the socket still listens after a wake-up
+            _idle(worker)
+            done = run_cli(sqlite_url, "enqueue", "anything", "--args", f'{{"n": {n}}}', "--json")
+            assert done.returncode == 0, done.stderr
+            assert _run_and_reason(app, worker, json.loads(done.stdout)["id"]) == "notify"
     app.close()
 
 

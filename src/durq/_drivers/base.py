@@ -9,7 +9,7 @@ named block; the rules that use them live in ``durq._engine``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,8 +42,11 @@ class Listener(Protocol):
 class Capabilities:
     """What the database offers beyond plain SQL; the code reads these, never the class."""
 
-    #: LISTEN/NOTIFY wake-ups across processes (else workers poll).
+    #: LISTEN/NOTIFY wake-ups across processes, sent inside the transaction.
     listen_notify: bool
+    #: Wake-ups across processes sent after commit (``wake_listeners``), where the
+    #: database has no notifications of its own (SQLite's socket channel).
+    wake_after_commit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,11 @@ class DriverCore(ABC):
     def listen(self) -> Listener:
         """A dedicated connection listening for job notifications."""
         raise NotImplementedError(f"{self.dialect} has no notifications; workers poll")
+
+    def wake_listeners(self, queues: Iterable[str]) -> int:
+        """After a commit that made jobs ready in ``queues``: wake listeners in other
+        processes (``capabilities.wake_after_commit``); how many wake-ups went out."""
+        return 0
 
     # ---- values across the driver ----------------------------------------------------
 

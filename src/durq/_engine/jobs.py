@@ -66,8 +66,12 @@ def requeue(driver: Driver, ex: Executor, job_id: int) -> Requeued:
 
 
 def announce_committed(driver: Driver, queues: set[str] | list[str]) -> bool:
-    """After commit: wake this process's producers; True if one was listening."""
-    return wakeups.announce(driver.url, queues)
+    """After commit: wake this process's producers, and other processes' where the
+    database wakes them only after commit; True if a worker was woken."""
+    woken = wakeups.announce(driver.url, queues)
+    if driver.capabilities.wake_after_commit:
+        woken = driver.wake_listeners(queues) > 0 or woken
+    return woken
 
 
 def heartbeat(

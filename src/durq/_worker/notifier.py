@@ -3,13 +3,16 @@
 * PostgreSQL: ``LISTEN durq_jobs`` on a dedicated autocommit connection. The enqueue path
   calls ``pg_notify('durq_jobs', queue)``; PostgreSQL folds identical notifications of one
   transaction, so a bulk enqueue wakes each worker once per queue, not once per job.
+* SQLite: a Unix datagram socket per worker, registered beside the database file; after
+  a commit that made jobs ready, ``App`` sends each registered worker the queue names
+  (``durq._drivers.sqlite.wake``).
 * Any backend, in one process: :func:`announce` — ``App`` calls it after it committed new
-  jobs, and every producer of this process on the same database wakes. This is SQLite's
-  wake-up path, and PostgreSQL's when LISTEN is off (``listen_notify=False``, e.g. behind
-  PgBouncer in transaction mode, where LISTEN does not work).
+  jobs, and every producer of this process on the same database wakes. This is the
+  wake-up path when listening is off (``listen_notify=False``, e.g. behind PgBouncer in
+  transaction mode, where LISTEN does not work).
 
-Polling (``poll_interval``) stays on in every mode: it is the fallback when a notification
-is lost, the listening connection drops, or jobs come from another process on SQLite.
+Polling (``poll_interval``) stays on in every mode: it is the fallback when a wake-up is
+lost, the listening connection drops, or jobs are written by something other than durq.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ WakeFn = Callable[[str], None]
 class Notifier:
     """Calls ``wake(reason)`` when jobs may have arrived in one of ``queues``.
 
-    ``mode`` is ``"listen"`` (PostgreSQL LISTEN/NOTIFY) or ``"local"`` (in-process signal);
-    both keep polling as the fallback.
+    ``mode`` is ``"listen"`` (PostgreSQL LISTEN/NOTIFY, SQLite's socket channel) or
+    ``"local"`` (in-process signal only); both keep polling as the fallback.
     """
 
     #: How long the listening thread blocks before it checks whether to stop.
@@ -49,7 +52,8 @@ class Notifier:
         self.driver = driver
         self.queues = frozenset(queues)
         self.wake = wake
-        self.mode = "listen" if listen and driver.capabilities.listen_notify else "local"
+        crosses = driver.capabilities.listen_notify or driver.capabilities.wake_after_commit
+        self.mode = "listen" if listen and crosses else "local"
         #: Set while a LISTEN is in place (tests and `durq workers` diagnostics wait on it).
         self.listening = threading.Event()
         self._stop = threading.Event()
@@ -85,7 +89,7 @@ class Notifier:
                 listener = self.driver.listen()
                 self.listening.set()
                 if dropped:  # notifications sent while we were away are lost: look now
-                    log.info("LISTEN durq_jobs restored")
+                    log.info("listening for wake-ups again")
                     self.wake("poll")
                 while not self._stop.is_set():
                     for queue in listener.notifications(self.LISTEN_SLICE):
@@ -97,8 +101,8 @@ class Notifier:
                     break
                 dropped = True
                 log.warning(
-                    "LISTEN connection failed (%s); polling every poll_interval until it is "
-                    "back, retrying in %.0fs",
+                    "listening for wake-ups failed (%s); polling every poll_interval until "
+                    "it is back, retrying in %.0fs",
                     str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
                     self.RECONNECT_DELAY,
                 )

@@ -8,7 +8,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ from ..base import Capabilities, FinishRequest
 from ..driver import Driver
 from ..rows import finish_row, json_param
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
+from .wake import WakeListener, WakeSender, wake_folder
 
 __all__ = ["SqliteDriver", "path_from_url"]
 
@@ -37,7 +38,7 @@ def path_from_url(url: str) -> str:
 
 class SqliteDriver(Driver):
     dialect = "sqlite"
-    capabilities = Capabilities(listen_notify=False)
+    capabilities = Capabilities(listen_notify=False, wake_after_commit=True)
     folder = Path(__file__).parent
 
     def __init__(
@@ -51,6 +52,7 @@ class SqliteDriver(Driver):
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self._wake_sender: WakeSender | None = None
 
     # ---- connections -------------------------------------------------------------------
 
@@ -158,6 +160,18 @@ class SqliteDriver(Driver):
                     conn.close()
             self._all = []
         self._local = threading.local()
+        if self._wake_sender is not None:
+            self._wake_sender.close()
+            self._wake_sender = None
+
+    def listen(self) -> WakeListener:
+        return WakeListener(wake_folder(self.path))
+
+    def wake_listeners(self, queues: Iterable[str]) -> int:
+        sender = self._wake_sender
+        if sender is None or sender.pid != os.getpid():
+            sender = self._wake_sender = WakeSender(wake_folder(self.path))
+        return sender.send(queues)
 
     def is_transient(self, exc: BaseException) -> bool:
         if isinstance(exc, sqlite3.OperationalError):
