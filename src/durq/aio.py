@@ -26,8 +26,13 @@ class AsyncApp:
     ) -> Job:
         return await asyncio.to_thread(self.app.enqueue, task, args, **options)
 
-    async def enqueue_many(self, items: list[EnqueueRequest], **options: Any) -> list[Job]:
-        return await asyncio.to_thread(self.app.enqueue_many, items, **options)
+    async def enqueue_many(
+        self, items: list[EnqueueRequest], *, connection: Any = None, return_jobs: bool = True
+    ) -> list[Job] | list[int]:
+        """``App.enqueue_many`` in a thread (``return_jobs=False``: ids only)."""
+        return await asyncio.to_thread(
+            lambda: self.app.enqueue_many(items, connection=connection, return_jobs=return_jobs)
+        )
 
     async def get_job(self, job_id: int) -> Job:
         return await asyncio.to_thread(self.app.get_job, job_id)

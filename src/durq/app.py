@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from . import _tracing
 from ._drivers import Driver, NewJob, open_driver
+from ._drivers.sql import Executor
 from ._engine import jobs, pipeline
-from ._engine.enqueue import insert_job, insert_jobs
+from ._engine.enqueue import insert_job, insert_job_ids, insert_jobs
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.signing import signer_from_settings
@@ -29,6 +30,7 @@ from .types import Job
 __all__ = ["App", "EnqueueRequest"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class EnqueueRequest:
@@ -277,15 +279,45 @@ class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegi
             jobs.announce_committed(driver, [job.queue])
         return job, created
 
+    @overload
     def enqueue_many(
         self,
         items: Iterable[EnqueueRequest | tuple[str | Task[Any, Any], dict[str, Any]]],
         *,
         connection: Any = None,
-    ) -> list[Job]:
+        return_jobs: Literal[True] = True,
+    ) -> list[Job]: ...
+
+    @overload
+    def enqueue_many(
+        self,
+        items: Iterable[EnqueueRequest | tuple[str | Task[Any, Any], dict[str, Any]]],
+        *,
+        connection: Any = None,
+        return_jobs: Literal[False],
+    ) -> list[int]: ...
+
+    @overload
+    def enqueue_many(
+        self,
+        items: Iterable[EnqueueRequest | tuple[str | Task[Any, Any], dict[str, Any]]],
+        *,
+        connection: Any = None,
+        return_jobs: bool,
+    ) -> list[Job] | list[int]: ...
+
+    def enqueue_many(
+        self,
+        items: Iterable[EnqueueRequest | tuple[str | Task[Any, Any], dict[str, Any]]],
+        *,
+        connection: Any = None,
+        return_jobs: bool = True,
+    ) -> list[Job] | list[int]:
         """Enqueue many jobs in one transaction (one statement on PostgreSQL).
 
-        All are validated first; if any is invalid, none is written.
+        All are validated first; if any is invalid, none is written. With
+        ``return_jobs=False`` only the new jobs' ids come back, in order, which spares
+        building a ``Job`` per row (a job an idempotency key matched answers its original's id).
         """
         built = []
         for i, item in enumerate(items):
@@ -297,19 +329,27 @@ class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegi
         if not built:
             return []
         if not _tracing.active():
-            return self._insert_many(built, connection)
+            if not return_jobs:
+                return self._insert_many(built, connection, insert_job_ids)
+            return self._insert_many(built, connection, insert_jobs)
         with _tracing.enqueuing(built) as traced:
-            inserted = self._insert_many(traced.jobs, connection)
+            inserted = self._insert_many(traced.jobs, connection, insert_jobs)
             traced.inserted(inserted)
-        return inserted
+        return inserted if return_jobs else [job.id for job in inserted]
 
-    def _insert_many(self, built: list[NewJob], connection: Any) -> list[Job]:
+    def _insert_many(
+        self,
+        built: list[NewJob],
+        connection: Any,
+        insert: Callable[[Driver, Executor, list[NewJob]], list[T]],
+    ) -> list[T]:
+        """Insert in one transaction (or in the caller's ``connection``) with ``insert``."""
         driver = self.driver
         if connection is not None:
-            return insert_jobs(driver, driver.foreign_executor(connection), built)
+            return insert(driver, driver.foreign_executor(connection), built)
         with driver.transaction() as ex:
-            inserted = insert_jobs(driver, ex, built)
-        jobs.announce_committed(driver, {job.queue for job in inserted})
+            inserted = insert(driver, ex, built)
+        jobs.announce_committed(driver, {new.queue for new in built})
         return inserted
 
     def enqueue_tick(self, schedule: PeriodicTask, tick: datetime) -> tuple[Job, bool]:

@@ -276,3 +276,16 @@ def test_job_from_new_builds_the_job_an_insert_became(driver: Driver, new_job: J
     assert list(policies) == [new.retry_policy_json]  # decoded once per batch
     job.retry_policy["mutated"] = True
     assert "mutated" not in again.retry_policy  # each job has its own copy
+
+
+@pytest.mark.parametrize("scheduled", [False, True], ids=["now", "scheduled"])
+def test_job_insert_many_ids_answers_the_new_ids_in_request_order(
+    driver: Driver, new_job: JobFactory, scheduled: bool
+) -> None:
+    delay = 60.0 if scheduled else None  # PostgreSQL: the multi-row INSERT, else COPY
+    news = [new_job(f"task{i}", {"i": i}, delay=delay) for i in range(5)]
+    with driver.transaction() as ex:
+        ids = driver.job_insert_many_ids(ex, news)
+    assert ids == sorted(set(ids)) and len(ids) == 5
+    stored = [get(driver, job_id) for job_id in ids]
+    assert [(j.task, j.args) for j in stored] == [(f"task{i}", {"i": i}) for i in range(5)]

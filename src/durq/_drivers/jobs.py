@@ -41,6 +41,10 @@ class JobQueries(RowCodec):
         """Insert many jobs without idempotency keys (dialects override with one statement)."""
         return [self.job_insert(ex, new) for new in jobs]
 
+    def job_insert_many_ids(self, ex: Executor, jobs: Sequence[NewJob]) -> list[int]:
+        """``job_insert_many`` answering only the new ids, in order (no ``Job`` to build)."""
+        return [job.id for job in self.job_insert_many(ex, jobs)]
+
     def _insert_params(self, new: NewJob) -> dict[str, Any]:
         return {
             "queue": new.queue,

@@ -11,7 +11,7 @@ from ..errors import IdempotencyConflict, JobGone
 from ..types import Job
 from . import keyed
 
-__all__ = ["insert_job", "insert_jobs"]
+__all__ = ["insert_job", "insert_job_ids", "insert_jobs"]
 
 
 def insert_job(driver: Driver, ex: Executor, new: NewJob) -> tuple[Job, bool]:
@@ -54,11 +54,22 @@ def insert_job(driver: Driver, ex: Executor, new: NewJob) -> tuple[Job, bool]:
 def insert_jobs(driver: Driver, ex: Executor, jobs: Sequence[NewJob]) -> list[Job]:
     """Insert many jobs in order: keyless ones in one driver call; keyed ones (and those
     with a webhook, whose insert writes their first event) one by one."""
-    if all(
-        new.idempotency_key is None and new.webhook_url is None and not _keyed(new) for new in jobs
-    ):
+    if _plain(jobs):
         return driver.job_insert_many(ex, jobs)
     return [insert_job(driver, ex, new)[0] for new in jobs]
+
+
+def insert_job_ids(driver: Driver, ex: Executor, jobs: Sequence[NewJob]) -> list[int]:
+    """``insert_jobs`` answering only the ids (an idempotent repeat answers the original's)."""
+    if _plain(jobs):
+        return driver.job_insert_many_ids(ex, jobs)
+    return [insert_job(driver, ex, new)[0].id for new in jobs]
+
+
+def _plain(jobs: Sequence[NewJob]) -> bool:
+    return all(
+        new.idempotency_key is None and new.webhook_url is None and not _keyed(new) for new in jobs
+    )
 
 
 def _keyed(new: NewJob) -> bool:

@@ -24,6 +24,22 @@ MAX_KEY_LENGTH = 255
 # is most of the cost of validating a small job.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 _COMPACT = json.JSONEncoder()
+#: Encoded retry policies: a batch of one task's jobs encodes its policy once.
+_POLICY_JSON: dict[RetryPolicy, str] = {}
+
+
+def policy_json(retry: RetryPolicy) -> str:
+    try:
+        return _POLICY_JSON[retry]
+    except KeyError:
+        encoded = _COMPACT.encode(retry.to_dict())
+        if len(_POLICY_JSON) < 1024:  # policies are few; never grow without bound
+            _POLICY_JSON[retry] = encoded
+        return encoded
+    except TypeError:  # an unhashable custom policy
+        return _COMPACT.encode(retry.to_dict())
+
+
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 
 
@@ -194,7 +210,7 @@ def build_new_job(
         run_at=run_at,
         delay=float(delay or 0.0),
         max_attempts=max_attempts,
-        retry_policy_json=_COMPACT.encode(retry.to_dict()),
+        retry_policy_json=policy_json(retry),
         created_by=created_by,
         idempotency_scope=idempotency_scope,
         idempotency_key=idempotency_key,

@@ -246,7 +246,21 @@ class PostgresDriver(Driver):
         ex.run("job_notify", {"queues": sorted({j.queue for j in jobs})})
         return sorted((self.job_from_row(r) for r in rows), key=lambda job: job.id)
 
+    def job_insert_many_ids(self, ex: Executor, jobs: Sequence[NewJob]) -> list[int]:
+        if _copyable(ex, jobs):
+            assert isinstance(ex, PsycopgExecutor)
+            return self._copy_rows(ex, jobs)[0]
+        return [job.id for job in self.job_insert_many(ex, jobs)]
+
     def _copy_in(self, ex: PsycopgExecutor, jobs: Sequence[NewJob]) -> list[Job]:
+        ids, now = self._copy_rows(ex, jobs)
+        policies: dict[str, dict[str, Any]] = {}
+        return [
+            self.job_from_new(new, job_id, now, now, policies)
+            for job_id, new in zip(ids, jobs, strict=True)
+        ]
+
+    def _copy_rows(self, ex: PsycopgExecutor, jobs: Sequence[NewJob]) -> tuple[list[int], datetime]:
         """COPY jobs that run now: ids are reserved first (with the transaction's clock),
         every other column is its default, so the Jobs are known without reading back."""
         reserved = ex.run("job_ids_reserve", {"count": len(jobs)})[0]
@@ -268,11 +282,7 @@ class PostgresDriver(Driver):
                     )
                 )
         ex.run("job_notify", {"queues": sorted({j.queue for j in jobs})})
-        policies: dict[str, dict[str, Any]] = {}
-        return [
-            self.job_from_new(new, job_id, now, now, policies)
-            for job_id, new in zip(ids, jobs, strict=True)
-        ]
+        return ids, now
 
     # ---- the worker's batched writes: one statement each -------------------------------
 
