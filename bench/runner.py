@@ -31,6 +31,9 @@ SUBJECTS: dict[str, str] = {
     "durq-pg": "bench.durq_subject:DurqPostgres",
     "durq-sqlite": "bench.durq_subject:DurqSqlite",
     "durq-sqlite-inproc": "bench.durq_subject:DurqSqliteInProcess",
+    "durq-pg-breakers": "bench.durq_variants:DurqPostgresBreakers",
+    "durq-pg-webhooks": "bench.durq_variants:DurqPostgresWebhooks",
+    "durq-pg-defaults": "bench.durq_variants:DurqPostgresDefaults",
     "raw-sql-pg": "bench.peers.raw_pg:RawPostgres",
     "raw-sqlite": "bench.peers.raw_sqlite:RawSqlite",
     "pgqueuer": "bench.peers.pgqueuer_peer:PgQueuerPeer",
@@ -254,6 +257,13 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         at_most=True,
         unit="ms",
     )
+    add(
+        "W4 p99 SQLite, worker in another process (ms)",
+        _med(report, "W4", "durq-sqlite", "p99_ms"),
+        10.0,
+        at_most=True,
+        unit="ms",
+    )
     for backend in ("pg", "sqlite"):
         base = _med(report, "W3", f"durq-{backend}", "jobs_per_s")
         add(
@@ -267,6 +277,20 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             0.9,
         )
     add("W3 SQLite vs Huey", _ratio(report, "W3", "huey-sqlite"), 5.0)
+    add("W3 SQLite vs raw sqlite3 ceiling", _ratio(report, "W3", "raw-sqlite"), 0.4)
+    plain = _med(report, "W3", "durq-pg", "jobs_per_s")
+    for feature in ("breakers", "webhooks"):
+        add(
+            f"W3 PG with {feature} vs plain W3",
+            _med(report, "W3", f"durq-pg-{feature}", "jobs_per_s") / plain,
+            0.8,
+        )
+    add(
+        "W3 PG worker defaults vs PgQueuer defaults",
+        _med(report, "W3", "durq-pg-defaults", "jobs_per_s")
+        / _med(report, "W3", "pgqueuer-defaults", "jobs_per_s"),
+        1.0,
+    )
     add(
         "worker RSS PG at concurrency 50 (MB)",
         _med(report, "RSS", "durq-pg", "peak_rss_mb"),

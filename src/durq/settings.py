@@ -40,7 +40,10 @@ class Settings(BaseSettings):
 
     # worker
     queues: str = "default"
-    concurrency: int = Field(10, ge=1, le=1000)
+    # jobs in flight per process. 100, as River: an async job costs a coroutine and a sync
+    # one a pool thread started only when needed; a claim takes up to the free capacity,
+    # so a small default would pay a round trip per few jobs.
+    concurrency: int = Field(100, ge=1, le=1000)
     processes: int = Field(1, ge=1, le=64)
     poll_interval: float = Field(1.0, ge=0)
     lease_seconds: float = Field(30.0, gt=0)

@@ -150,7 +150,9 @@ class Executor:
                 extra=ids,
             )
         elif result.state == "succeeded":
-            log.info(
+            # DEBUG: a line per job would cost more than a short job itself; the worker's
+            # summary, metrics and the attempt records say what ran.
+            log.debug(
                 "job %s (%s) succeeded in %d ms",
                 job.id,
                 job.task,
