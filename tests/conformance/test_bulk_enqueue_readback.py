@@ -35,7 +35,10 @@ def test_return_jobs_false_answers_the_ids_in_request_order(app: durq.App) -> No
     assert all(isinstance(job_id, int) for job_id in ids)
     assert [app.get_job(job_id).args["n"] for job_id in ids] == list(range(8))
     # With an idempotency key in the batch (one by one), a repeat answers the original's id.
-    keyed = [durq.EnqueueRequest("bulk.ids", {"n": 9}, idempotency_key="k"), ("bulk.ids", {})]
+    keyed = [
+        durq.EnqueueRequest("bulk.ids", {"n": 9}, idempotency_key="k"),
+        durq.EnqueueRequest("bulk.ids", {}),
+    ]
     first = app.enqueue_many(keyed, return_jobs=False)
     again = app.enqueue_many(keyed[:1], return_jobs=False)
     assert again == first[:1]

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import psycopg
+import pytest
+
 from durq import states
 from durq._drivers import Driver
+from durq._drivers.postgres.driver import conninfo_from_url
 
 from .helpers import JobFactory, PlainSql, claim_one, finish, get, insert, near
 
@@ -40,6 +44,30 @@ def test_breaker_lock_reads_the_row_or_none(driver: Driver) -> None:
         found = driver.breaker_lock(ex, "k")
     assert found is not None and (found.key, found.threshold) == ("k", 2)
     assert near(found.now, datetime.now(UTC))
+
+
+def test_breaker_lock_many_locks_the_existing_rows_by_key(driver: Driver, db_url: str) -> None:
+    for key, threshold in (("b", 2), ("a", 3)):
+        enter(driver, key, threshold=threshold)
+    with driver.transaction() as ex:
+        assert driver.breaker_lock_many(ex, []) == {}
+        found = driver.breaker_lock_many(ex, ["b", "nope", "a"])
+        assert list(found) == ["a", "b"]  # key order: the order every finisher locks in
+        assert (found["a"].threshold, found["b"].threshold) == (3, 2)
+        if db_url.startswith("postgresql"):  # another session cannot take them meanwhile
+            with psycopg.connect(conninfo_from_url(db_url), autocommit=True) as other:
+                other.execute("SET lock_timeout = '100ms'")
+                with pytest.raises(psycopg.errors.LockNotAvailable):
+                    other.execute("SELECT 1 FROM durq_breakers WHERE key = 'a' FOR UPDATE")
+
+
+def test_breaker_read_many_reads_without_a_transaction(driver: Driver) -> None:
+    enter(driver, "a")
+    with driver.read() as ex:
+        found = driver.breaker_read_many(ex, ["a", "missing"])
+        assert driver.breaker_read_many(ex, []) == {}
+    assert list(found) == ["a"] and found["a"].state == "closed"
+    assert near(found["a"].now, datetime.now(UTC))
 
 
 def test_breaker_set_counts_failures_opens_and_closes(driver: Driver) -> None:

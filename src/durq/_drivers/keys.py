@@ -34,6 +34,20 @@ class KeyQueries(RowCodec):
         rows = ex.run("breaker_lock", {"key": key, "now": self.now_param()})
         return self.breaker_from_row(rows[0]) if rows else None
 
+    def breaker_lock_many(self, ex: Executor, keys: Sequence[str]) -> dict[str, Breaker]:
+        """Lock the breakers of ``keys`` that exist, in key order; by key."""
+        return self._breakers_by_key(ex, "breaker_lock_many", keys)
+
+    def breaker_read_many(self, ex: Executor, keys: Sequence[str]) -> dict[str, Breaker]:
+        """The breakers of ``keys`` that exist, unlocked; by key."""
+        return self._breakers_by_key(ex, "breaker_read_many", keys)
+
+    def _breakers_by_key(self, ex: Executor, block: str, keys: Sequence[str]) -> dict[str, Breaker]:
+        if not keys:
+            return {}
+        rows = ex.run(block, {"keys": self.list_param(sorted(keys)), "now": self.now_param()})
+        return {r["key"]: self.breaker_from_row(r) for r in rows}
+
     def breaker_set(
         self,
         ex: Executor,

@@ -71,33 +71,55 @@ def _needs_rules(req: FinishRequest) -> bool:
     )
 
 
+def _only_breakers_healthy(driver: Driver, reqs: Sequence[FinishRequest]) -> bool:
+    """Every keyed outcome is a success for a breaker with nothing to undo (no failure
+    counted, not paused), and no other rule applies: the plain write is all there is.
+    Read unlocked: a failure another worker commits meanwhile orders after these
+    successes, so its count stands, as it would if they had finished first."""
+    keys: set[str] = set()
+    for req in reqs:
+        if req.concurrency_key or req.report or req.change.to_state != JobState.SUCCEEDED:
+            if _needs_rules(req):
+                return False
+            continue
+        if req.breaker_key:
+            keys.add(req.breaker_key)
+    with driver.read() as ex:
+        found = driver.breaker_read_many(ex, sorted(keys))
+    return all(b.consecutive_failures == 0 and b.paused_until is None for b in found.values())
+
+
 def finish_batch(driver: Driver, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
     """The worker's batched write. Without keys, reports or dead letters it is the driver's
     plain batch; otherwise the rules run in the same transaction."""
-    if not any(_needs_rules(req) for req in reqs):
+    if not any(_needs_rules(req) for req in reqs) or _only_breakers_healthy(driver, reqs):
         return driver.finish_batch(reqs)
     with driver.transaction() as ex:
-        _lock_breakers(driver, ex, reqs)
+        locked = _lock_breakers(driver, ex, reqs)
         results = driver.job_finish_many(ex, reqs)
-        settle(driver, ex, reqs, results)
+        settle(driver, ex, reqs, results, locked)
     return results
 
 
 def finish(driver: Driver, ex: Executor, req: FinishRequest) -> Job:
     """One fenced write (reclaimer, ``App.run_job``) and its rules; ``LeaseLost`` if the
     lease is gone."""
-    _lock_breakers(driver, ex, [req])
+    locked = _lock_breakers(driver, ex, [req])
     job = driver.job_finish(ex, req)
     if job is None:
         raise LeaseLost(req.job_id, req.claim_version)
     if _needs_rules(req):
-        settle(driver, ex, [req], [Finished.of(job)])
+        settle(driver, ex, [req], [Finished.of(job)], locked)
     return job
 
 
-def _lock_breakers(driver: Driver, ex: Executor, reqs: Sequence[FinishRequest]) -> None:
-    for key in sorted({req.breaker_key for req in reqs if req.breaker_key}):
-        driver.breaker_lock(ex, key)
+def _lock_breakers(
+    driver: Driver, ex: Executor, reqs: Sequence[FinishRequest]
+) -> dict[str, Breaker]:
+    """One statement locks every breaker the batch names (in key order)."""
+    return driver.breaker_lock_many(
+        ex, sorted({req.breaker_key for req in reqs if req.breaker_key})
+    )
 
 
 def settle(
@@ -105,8 +127,10 @@ def settle(
     ex: Executor,
     reqs: Sequence[FinishRequest],
     results: Sequence[Finished | LeaseLost | None],
+    locked: dict[str, Breaker],
 ) -> None:
-    """Apply the rules to the outcomes that were written (a lost lease wrote nothing)."""
+    """Apply the rules to the outcomes that were written (a lost lease wrote nothing);
+    ``locked`` holds the batch's breakers as locked before the write."""
     by_key: dict[str, list[tuple[FinishRequest, Finished]]] = {}
     slots: Counter[str] = Counter()
     dead: list[tuple[FinishRequest, Finished]] = []
@@ -125,7 +149,7 @@ def settle(
             dead.append((req, res))
     for key in sorted(by_key):
         for req, res in by_key[key]:
-            _count(driver, ex, key, req.change, res)
+            _count(driver, ex, key, req.change, res, locked)
     for key in sorted(slots):
         driver.limit_release(ex, key, slots[key])
     for req, res in sorted(dead, key=lambda pair: pair[0].task):
@@ -144,11 +168,24 @@ def settle(
         )
 
 
-def _count(driver: Driver, ex: Executor, key: str, change: states.Change, res: Finished) -> None:
+def _count(
+    driver: Driver,
+    ex: Executor,
+    key: str,
+    change: states.Change,
+    res: Finished,
+    locked: dict[str, Breaker],
+) -> None:
     if res.state == JobState.SUCCEEDED:
-        _success(driver, ex, key)
+        b = locked.get(key)
+        if b is not None and (b.consecutive_failures or b.paused_until is not None):
+            _success(driver, ex, key)
+            locked.pop(key)  # closed now: later successes of this batch have nothing to do
     elif change.attempt_outcome in _FAILED and res.state != JobState.CANCELLED:
         _failure(driver, ex, key, res)
+        after = driver.breaker_lock(ex, key)  # its count and pause as just written
+        if after is not None:
+            locked[key] = after
 
 
 def _failure(driver: Driver, ex: Executor, key: str, res: Finished) -> None:

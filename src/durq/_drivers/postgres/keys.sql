@@ -16,6 +16,14 @@ RETURNING {breaker_columns}, now() AS now
 -- name: breaker_lock
 SELECT {breaker_columns}, now() AS now FROM durq_breakers WHERE key = :key FOR UPDATE
 
+-- name: breaker_lock_many
+-- In key order, so two finishers locking overlapping keys never deadlock.
+SELECT {breaker_columns}, now() AS now FROM durq_breakers
+WHERE key = ANY(CAST(:keys AS text[])) ORDER BY key FOR UPDATE
+
+-- name: breaker_read_many
+SELECT {breaker_columns}, now() AS now FROM durq_breakers WHERE key = ANY(CAST(:keys AS text[]))
+
 -- name: breaker_set
 UPDATE durq_breakers
 SET consecutive_failures = :failures,

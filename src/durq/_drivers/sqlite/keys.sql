@@ -15,6 +15,15 @@ RETURNING {breaker_columns}, :now AS now
 -- name: breaker_lock
 SELECT {breaker_columns}, :now AS now FROM durq_breakers WHERE key = :key
 
+-- name: breaker_lock_many
+-- The write transaction already holds the database's one write lock.
+SELECT {breaker_columns}, :now AS now FROM durq_breakers
+WHERE key IN (SELECT value FROM json_each(:keys)) ORDER BY key
+
+-- name: breaker_read_many
+SELECT {breaker_columns}, :now AS now FROM durq_breakers
+WHERE key IN (SELECT value FROM json_each(:keys))
+
 -- name: breaker_set
 UPDATE durq_breakers
 SET consecutive_failures = :failures,
