@@ -16,9 +16,9 @@ from typing import Any
 
 from durq import EnqueueRequest
 
+from . import sink
 from .durq_subject import APP_SPEC, TASK, DurqPostgres
 from .measure import Worker, python
-from . import sink
 
 __all__ = ["DurqPostgresBreakers", "DurqPostgresDefaults", "DurqPostgresWebhooks"]
 
@@ -47,7 +47,7 @@ class DurqPostgresBreakers(DurqPostgres):
 
 
 class _Receiver(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(204)
         self.end_headers()

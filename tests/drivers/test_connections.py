@@ -8,6 +8,7 @@ import re
 import socket
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -468,3 +469,40 @@ def test_connect_opens_a_dedicated_connection(driver: Driver, db_url: str, tmp_p
     assert isinstance(far, PostgresDriver)
     with pytest.raises(DatabaseUnavailable, match="Is PostgreSQL running"):
         far.connect()
+
+
+def test_transaction_writers_of_one_process_take_turns_on_sqlite(tmp_path: Path) -> None:
+    # With SQLite's own busy wait switched off, a second writer would fail at once with
+    # "database is locked": it succeeds because the process hands the file over itself.
+    url = f"sqlite:///{tmp_path / 'turns.db'}"
+    first, second = SqliteDriver(url), SqliteDriver(url, busy_timeout_ms=0)
+    first.migrate()
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with first.transaction() as ex:
+            ex.run("queue_set_paused", {"name": "q", "paused": True, "now": first.now_param()})
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(10)
+    done = threading.Event()
+
+    def write() -> None:
+        with second.transaction() as ex:
+            ex.run("queue_set_paused", {"name": "r", "paused": True, "now": second.now_param()})
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert not done.wait(0.2)  # it waits its turn rather than failing
+    release.set()
+    holder.join(10)
+    writer.join(10)
+    assert done.is_set()
+    with second.read() as ex:
+        assert {q["name"] for q in ex.run("queue_list")} == {"q", "r"}
+    first.close()
+    second.close()

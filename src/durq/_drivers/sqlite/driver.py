@@ -53,6 +53,7 @@ class SqliteDriver(Driver):
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._wake_sender: WakeSender | None = None
+        self._write_lock = _write_lock(self.path)
 
     # ---- connections -------------------------------------------------------------------
 
@@ -100,6 +101,7 @@ class SqliteDriver(Driver):
             self._local = threading.local()
             self._all = []
             self._pid = os.getpid()
+            self._write_lock = _write_lock(self.path)
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self.connect()
@@ -116,7 +118,10 @@ class SqliteDriver(Driver):
         if self._local.depth:  # nested: join the open transaction
             yield ex
             return
-        with _translated(self.url):
+        # SQLite has one writer. Threads of this process queue on a lock of their own and
+        # are handed the database the moment it is free; without it they would meet in
+        # SQLite's busy handler, which sleeps 1 ms growing to 100 ms between tries.
+        with self._write_lock, _translated(self.url):
             conn.execute("BEGIN IMMEDIATE")
             self._local.depth = 1
             try:
@@ -328,6 +333,24 @@ class SqliteDriver(Driver):
             at = ex.run("queue_ready_age_at", {"queue": row["queue"], "rank": rank, "now": now})
             out.append((row["queue"], ready, oldest, float(at[0]["age"]) if at else oldest))
         return out
+
+
+def _write_lock(path: str) -> threading.Lock:
+    """The process's lock for writing to the database file at ``path``."""
+    key = os.path.realpath(path)
+    with _WRITE_LOCKS_GUARD:
+        if _WRITE_LOCKS_PID[0] != os.getpid():  # forked: a parent's holder is not here
+            _WRITE_LOCKS.clear()
+            _WRITE_LOCKS_PID[0] = os.getpid()
+        lock = _WRITE_LOCKS.get(key)
+        if lock is None:
+            lock = _WRITE_LOCKS[key] = threading.Lock()
+        return lock
+
+
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+_WRITE_LOCKS_PID = [os.getpid()]
 
 
 @contextmanager
