@@ -28,6 +28,7 @@ from durq._drivers.sqlite.driver import SqliteDriver, path_from_url
 from durq.errors import ConfigurationError, DatabaseUnavailable
 from durq.types import JobState
 
+from ..waiting import wait_until
 from .helpers import JobFactory, PlainSql, ago, get, insert, near
 
 DRIVERS_DIR = Path(durq._drivers.__file__).parent
@@ -506,3 +507,77 @@ def test_transaction_writers_of_one_process_take_turns_on_sqlite(tmp_path: Path)
         assert {q["name"] for q in ex.run("queue_list")} == {"q", "r"}
     first.close()
     second.close()
+
+
+# ---- write_together ------------------------------------------------------------------
+
+
+def _pause(driver: Driver, ex: Any, name: str) -> str:
+    driver.queue_set_paused(ex, name, True)
+    return name
+
+
+def _queue_names(driver: Driver) -> set[str]:
+    with driver.read() as ex:
+        return {name for name, _ in driver.queue_list(ex)}
+
+
+def test_write_together_commits_the_write_and_answers_its_value(driver: Driver) -> None:
+    assert driver.write_together(lambda ex: _pause(driver, ex, "a")) == "a"
+    assert _queue_names(driver) == {"a"}
+
+    def fails(ex: Any) -> None:
+        _pause(driver, ex, "b")
+        raise ValueError("undo me")
+
+    with pytest.raises(ValueError, match="undo me"):
+        driver.write_together(fails)
+    assert _queue_names(driver) == {"a"}  # the failed write left nothing behind
+
+
+def test_write_together_shares_one_commit_and_undoes_only_the_failed_write(
+    tmp_path: Path,
+) -> None:
+    driver = SqliteDriver(f"sqlite:///{tmp_path / 'group.db'}")
+    driver.migrate()
+    group = driver._group
+    blocker_in, blocker_out = threading.Event(), threading.Event()
+
+    def block() -> None:  # a write of another thread holds the database meanwhile
+        with driver.transaction():
+            blocker_in.set()
+            blocker_out.wait(10)
+
+    holder = threading.Thread(target=block)
+    holder.start()
+    assert blocker_in.wait(10)
+    results: dict[str, object] = {}
+
+    def write(name: str) -> None:
+        def fn(ex: Any) -> str:
+            _pause(driver, ex, name)
+            if name == "bad":
+                raise ValueError("bad write")
+            return name
+
+        try:
+            results[name] = driver.write_together(fn)
+        except ValueError as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in ("first", "x", "bad", "y")]
+    threads[0].start()
+    # The first leads, takes itself as a group and waits for the database ...
+    wait_until(lambda: group._leading and not group._queue, what="a leader waiting its turn")
+    for t in threads[1:]:
+        t.start()
+    # ... while the others queue behind it, to be committed as the next group.
+    wait_until(lambda: len(group._queue) == 3, what="three writes queued")
+    blocker_out.set()
+    for t in [holder, *threads]:
+        t.join(10)
+    assert (results["first"], results["x"], results["y"]) == ("first", "x", "y")
+    assert isinstance(results["bad"], ValueError)
+    assert _queue_names(driver) == {"first", "x", "y"}
+    assert (group.commits, group.writes) == (2, 4)  # the three queued shared one commit
+    driver.close()

@@ -9,12 +9,12 @@ named block; the rules that use them live in ``durq._engine``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .. import states
 from ..errors import DatabaseUnavailable
@@ -23,6 +23,8 @@ from ..types import Artifact, Job
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
 __all__ = ["Capabilities", "DriverCore", "FinishRequest", "Listener", "NewJob"]
+
+T = TypeVar("T")
 
 #: Named blocks whose SQL is the same in every dialect.
 SHARED_SQL = Path(__file__).parent / "shared"
@@ -47,6 +49,9 @@ class Capabilities:
     #: Wake-ups across processes sent after commit (``wake_listeners``), where the
     #: database has no notifications of its own (SQLite's socket channel).
     wake_after_commit: bool = False
+    #: ``write_together`` shares one commit among concurrent writers (one writer at a
+    #: time, each commit waiting for the disk: SQLite).
+    group_commit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,13 @@ class DriverCore(ABC):
     @abstractmethod
     def read(self) -> AbstractContextManager[Executor]:
         """A connection for reads."""
+
+    def write_together(self, fn: Callable[[Executor], T]) -> T:
+        """``fn`` in a write transaction, which the dialect may share with other threads'
+        concurrent ``write_together`` calls (``capabilities.group_commit``); ``fn``'s
+        writes are undone alone if it raises."""
+        with self.transaction() as ex:
+            return fn(ex)
 
     def autocommit(self) -> AbstractContextManager[Executor]:
         """A connection on which each statement commits by itself, for single-statement

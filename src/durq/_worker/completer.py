@@ -84,8 +84,7 @@ class Completer(Generic[E, R]):
         self.db = db
         self.on_written = on_written
         self.write_batch: Callable[[Sequence[R]], Sequence[Any]] = (
-            # Jobs: breaker counts and limit slots are written with their outcomes.
-            write_batch or partial(keyed.finish_batch, driver)
+            write_batch or partial(_write_jobs, driver)
         )
         self.fallback: Callable[[R, str], R] = fallback or _job_fallback  # type: ignore[assignment]
         self.describe: Callable[[R], str] = describe or _describe_job  # type: ignore[assignment]
@@ -210,6 +209,14 @@ class Completer(Generic[E, R]):
                 _brief(again),
             )
             return [None]
+
+
+def _write_jobs(driver: Driver, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
+    """Jobs: breaker counts and limit slots are written with their outcomes. On SQLite the
+    write shares its commit with a claim made beside it (``group_commit``)."""
+    if driver.capabilities.group_commit:
+        return driver.write_together(lambda ex: keyed.finish_batch(driver, reqs))
+    return keyed.finish_batch(driver, reqs)
 
 
 def _describe_job(req: FinishRequest) -> str:

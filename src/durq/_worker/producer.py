@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .. import _tracing
-from .._drivers import Driver
+from .._drivers import Driver, Executor
 from .._drivers.jobs import claim_order
 from ..types import Job
 from .inflight import InFlightJobs, Pulse
@@ -147,26 +147,31 @@ class Producer:
         """Up to ``limit`` jobs, one claim statement per queue. Queues are independent (as
         in Oban and River): each is read in priority, run_at, id order, and the queue asked
         first rotates per call so a busy queue never starves the others."""
+        if self.driver.capabilities.group_commit:
+            # SQLite: the claim shares its commit (a disk wait) with the outcome write
+            # that freed the room for it.
+            return self.driver.write_together(lambda ex: self._claim_in(ex, limit))
+        # Each claim statement stands alone, so on PostgreSQL it commits by itself: no BEGIN
+        # and COMMIT round trips.
+        with self.driver.autocommit() as ex:
+            return self._claim_in(ex, limit)
+
+    def _claim_in(self, ex: Executor, limit: int) -> list[Job]:
         self._turn = (self._turn + 1) % len(self.queues)
         order = self.queues[self._turn :] + self.queues[: self._turn]
         claimed: list[Job] = []
         started = _tracing.now_ns()
-        # Each claim statement stands alone, so on PostgreSQL it commits by itself: no BEGIN
-        # and COMMIT round trips. SQLite still takes its write lock.
-        with self.driver.autocommit() as ex:
-            for queue in order:
-                claimed += self.driver.job_claim(
-                    ex,
-                    queue=queue,
-                    worker_id=self.worker_id,
-                    limit=limit - len(claimed),
-                    lease_seconds=self.lease_seconds,
-                )
-                if len(claimed) >= limit:
-                    break
-            self.trace_contexts = _tracing.claimed(
-                self.driver, ex, claimed, started, self.worker_id
+        for queue in order:
+            claimed += self.driver.job_claim(
+                ex,
+                queue=queue,
+                worker_id=self.worker_id,
+                limit=limit - len(claimed),
+                lease_seconds=self.lease_seconds,
             )
+            if len(claimed) >= limit:
+                break
+        self.trace_contexts = _tracing.claimed(self.driver, ex, claimed, started, self.worker_id)
         if len(order) > 1:
             claimed.sort(key=claim_order)
         return claimed

@@ -8,11 +8,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...types import Finished, Job, nearest_rank
@@ -20,9 +20,12 @@ from ..base import Capabilities, FinishRequest
 from ..driver import Driver
 from ..rows import finish_row, json_param
 from ..sql import Executor, SqliteExecutor, migrations_in, split_statements
+from .group import GroupCommit
 from .wake import WakeListener, WakeSender, wake_folder
 
 __all__ = ["SqliteDriver", "path_from_url"]
+
+T = TypeVar("T")
 
 
 def path_from_url(url: str) -> str:
@@ -38,7 +41,7 @@ def path_from_url(url: str) -> str:
 
 class SqliteDriver(Driver):
     dialect = "sqlite"
-    capabilities = Capabilities(listen_notify=False, wake_after_commit=True)
+    capabilities = Capabilities(listen_notify=False, wake_after_commit=True, group_commit=True)
     folder = Path(__file__).parent
 
     def __init__(
@@ -54,6 +57,7 @@ class SqliteDriver(Driver):
         self._pid = os.getpid()
         self._wake_sender: WakeSender | None = None
         self._write_lock = _write_lock(self.path)
+        self._group = GroupCommit(self.transaction)
 
     # ---- connections -------------------------------------------------------------------
 
@@ -102,6 +106,7 @@ class SqliteDriver(Driver):
             self._all = []
             self._pid = os.getpid()
             self._write_lock = _write_lock(self.path)
+            self._group = GroupCommit(self.transaction)
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self.connect()
@@ -133,6 +138,11 @@ class SqliteDriver(Driver):
                 conn.execute("COMMIT")
             finally:
                 self._local.depth = 0
+
+    def write_together(self, fn: Callable[[Executor], T]) -> T:
+        if getattr(self._local, "depth", 0):  # inside a transaction already: join it
+            return fn(SqliteExecutor(self._conn(), self.queries))
+        return self._group.run(fn)
 
     @contextmanager
     def read(self) -> Iterator[Executor]:
