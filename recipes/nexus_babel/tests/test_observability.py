@@ -75,12 +75,12 @@ def _parent_id(span: ReadableSpan) -> int | None:
 
 def _trace_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.trace_id
+    return int(span.context.trace_id)
 
 
 def _span_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.span_id
+    return int(span.context.span_id)
 
 
 def test_us_infra_23_spans_for_requests_jobs_and_plugins(
