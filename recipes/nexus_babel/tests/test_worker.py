@@ -1,4 +1,4 @@
-"""US-INFRA-09…11, 20, 25 and EC-06: the worker CLI, leases and stale-lease recovery."""
+"""US-INFRA-09…11, 20, 25, FR-019 and EC-06: the worker CLI, leases and stale-lease recovery."""
 
 from __future__ import annotations
 
@@ -215,3 +215,18 @@ def test_us_infra_25_competing_workers_never_double_run(
     assert sum(counts) == 6
     for i in ids:
         assert [a["status"] for a in _job(client, i)["attempts"]] == ["succeeded"]
+
+
+def test_fr_019_a_failing_job_never_stops_the_worker(client: TestClient, settings: Settings) -> None:
+    """A job that raises is only its attempt's outcome: the worker goes on to the next."""
+    broken = submit(client, "branch_replay", {"branch": "Bad Name"})["job_id"]  # fails at once
+    flaky = submit(client, "ingest_batch", {"paths": ["arrives_later.txt"]})["job_id"]  # retries
+    fine = submit(client, "integrity_audit")["job_id"]
+
+    assert run_worker(settings, max_jobs=3) == 3
+    assert [_job(client, i)["status"] for i in (broken, flaky, fine)] == [
+        "failed",
+        "retry_wait",
+        "succeeded",
+    ]
+    assert "arrives_later.txt" in _job(client, flaky)["error_text"]
