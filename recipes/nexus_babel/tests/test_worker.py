@@ -217,7 +217,9 @@ def test_us_infra_25_competing_workers_never_double_run(
         assert [a["status"] for a in _job(client, i)["attempts"]] == ["succeeded"]
 
 
-def test_fr_019_a_failing_job_never_stops_the_worker(client: TestClient, settings: Settings) -> None:
+def test_fr_019_a_failing_job_never_stops_the_worker(
+    client: TestClient, settings: Settings
+) -> None:
     """A job that raises is only its attempt's outcome: the worker goes on to the next."""
     broken = submit(client, "branch_replay", {"branch": "Bad Name"})["job_id"]  # fails at once
     flaky = submit(client, "ingest_batch", {"paths": ["arrives_later.txt"]})["job_id"]  # retries
