@@ -19,6 +19,7 @@ import argparse
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pydantic
 import structlog
@@ -32,7 +33,7 @@ from .jobs import QUEUE
 from .observability import configure_logging
 from .platform import Platform, worker_identity
 
-__all__ = ["main", "run_worker"]
+__all__ = ["WorkerRun", "main", "run_worker", "work"]
 
 log = structlog.get_logger("nexus_babel.worker")
 
@@ -50,6 +51,33 @@ def run_worker(
     tracer_provider: TracerProvider | None = None,
 ) -> int:
     """Work until stopped, ``--once`` or ``--max-jobs``; returns how many jobs ran."""
+    return work(
+        settings,
+        once=once,
+        max_jobs=max_jobs,
+        stop=stop,
+        install_signals=install_signals,
+        tracer_provider=tracer_provider,
+    ).processed
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRun:
+    processed: int
+    #: durq's exit code: 1 when an outcome could not be written (the lease lapsed meanwhile)
+    exit_code: int
+
+
+def work(
+    settings: Settings,
+    *,
+    once: bool = False,
+    max_jobs: int | None = None,
+    stop: threading.Event | None = None,
+    install_signals: bool = False,
+    tracer_provider: TracerProvider | None = None,
+) -> WorkerRun:
+    """:func:`run_worker`, with durq's exit code beside the count."""
     stop = stop or threading.Event()
     platform = Platform.build(settings, tracer_provider=tracer_provider)
     try:
@@ -74,11 +102,11 @@ def run_worker(
             daemon=True,
         )
         watcher.start()
-        worker.run(install_signals=install_signals)
+        exit_code = worker.run(install_signals=install_signals)
         watcher.join(10)
     finally:
         platform.close()
-    return sum(worker.outcomes.values()) - worker.released
+    return WorkerRun(sum(worker.outcomes.values()) - worker.released, exit_code)
 
 
 def _recover(platform: Platform, worker_id: str) -> None:
@@ -114,9 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return CANNOT_START
     configure_logging(settings)
     try:
-        processed = run_worker(
-            settings, once=args.once, max_jobs=args.max_jobs, install_signals=True
-        )
+        run = work(settings, once=args.once, max_jobs=args.max_jobs, install_signals=True)
     except durq.DatabaseUnavailable as exc:
         reason = redact_text(str(exc.__cause__ or exc))
         print(
@@ -126,8 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return CANNOT_START
-    print(f"processed {processed} job(s)", flush=True)
-    return 0
+    print(f"processed {run.processed} job(s)", flush=True)
+    return run.exit_code
 
 
 if __name__ == "__main__":

@@ -69,6 +69,32 @@ def test_us_infra_09_worker_once_and_max_jobs(client: TestClient, settings: Sett
     assert settings.model_copy(update={"worker_poll_seconds": 2.5}).worker_poll_interval == 2.5
 
 
+@pytest.mark.slow
+def test_us_infra_09_sigterm_lets_the_running_job_finish_then_exits(
+    client: TestClient, settings: Settings, fifos: Callable[[str], Path]
+) -> None:
+    """SIGTERM stops claiming: the job in hand finishes and is written, the next waits."""
+    pipe = fifos("long_scroll.txt")
+    running = submit(client, "ingest_batch", {"paths": ["long_scroll.txt"]})["job_id"]
+    waiting = submit(client, "integrity_audit")["job_id"]
+    cmd, env = _worker_cmd(settings)
+    worker = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_until(lambda: _job(client, running)["status"] == "running", timeout=30, what="claim")
+        worker.send_signal(signal.SIGTERM)
+        assert release_fifo(pipe, "Sing, O goddess.\n")
+        out, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert "processed 1 job(s)" in out
+    assert _job(client, running)["status"] == "succeeded"
+    assert _job(client, waiting)["status"] == "queued"
+
+
 def test_us_infra_11_lease_acquisition_oldest_first(
     make_client: Callable[..., TestClient], settings: Settings, fifos: Callable[[str], Path]
 ) -> None:
