@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +25,10 @@ from .sync_runner import SyncRunner
 __all__ = ["create_app"]
 
 log = structlog.get_logger("nexus_babel.http")
+
+#: A caller's X-Request-ID is kept if it is this short and plain; else a new one is made,
+#: since it is copied into logs, spans and the jobs the request submits.
+REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 def create_app(
@@ -62,7 +67,8 @@ def create_app(
     async def track_request(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        request_id = request.headers.get("X-Request-ID") or str(uuid.uuid4())
+        given = request.headers.get("X-Request-ID", "")
+        request_id = given if REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
         request.state.request_id = request_id
         started = time.perf_counter()
         tracer = request.app.state.tracer
