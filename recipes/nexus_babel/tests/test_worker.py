@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -54,6 +55,12 @@ def test_us_infra_09_worker_once_and_max_jobs(client: TestClient, settings: Sett
     assert once.returncode == 0, once.stderr
     assert "processed 1 job(s)" in once.stdout
     assert [_job(client, i)["status"] for i in ids] == ["succeeded", "queued", "queued", "queued"]
+    # US-INFRA-23: the worker logs JSON lines with the job's ids, durq's lines and the recipe's
+    lines = [json.loads(line) for line in once.stderr.splitlines() if line.strip()]
+    of_job = [line for line in lines if line.get("job_id") == int(ids[0])]
+    assert {line["logger"] for line in of_job} == {"durq.worker", "nexus_babel.jobs"}
+    assert all(line["worker_id"].endswith(":worker") and line["attempt"] == 1 for line in of_job)
+    assert any(line["event"] == "job succeeded" and line["request_id"] for line in of_job)
 
     two = _run_cli(settings, "--max-jobs", "2")
     assert two.returncode == 0 and "processed 2 job(s)" in two.stdout, two.stderr
