@@ -4,6 +4,7 @@ announced by signed webhooks to a real receiver."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import uuid
@@ -11,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from tests.waiting import wait_until
 
 from recipes.euterpe import Settings, create_app
 from recipes.euterpe.states import TRANSITIONS, euterpe_status
-from tests.waiting import wait_until
 
 from .world import API_KEYS, Requester, S3Server, WorkerProcess, serving
 
@@ -22,8 +23,16 @@ from .world import API_KEYS, Requester, S3Server, WorkerProcess, serving
 def _duration(ffmpeg: str, path: Path) -> float:
     probe = Path(ffmpeg).with_name("ffprobe")
     out = subprocess.run(
-        [str(probe), "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0"]
-        + [str(path)],
+        [
+            str(probe),
+            "-v",
+            "error",
+            "-show_entries",
+            "format=duration",
+            "-of",
+            "csv=p=0",
+            str(path),
+        ],
         capture_output=True,
         check=True,
         timeout=30,
@@ -118,7 +127,7 @@ def test_transcode_end_to_end_with_ffmpeg(
         "uploading",
         "succeeded",
     ]
-    assert all(pair in TRANSITIONS for pair in zip(seen, seen[1:], strict=False))
+    assert all(pair in TRANSITIONS for pair in itertools.pairwise(seen))
     events = [e for e in requester.events if e["job_id"] == job_id]
     assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
     assert all("result" not in e["data"] for e in events[:-1])

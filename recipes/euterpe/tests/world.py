@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
+import boto3  # type: ignore[import-untyped]
 import httpx
 import pytest
 import uvicorn
-from botocore.config import Config
+from botocore.config import Config  # type: ignore[import-untyped]
 from fastapi import FastAPI, Request, Response
+from tests.waiting import wait_until
 
 from durq.webhooks import MemoryNonceStore, WebhookRejected, verify
-from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 HOOK_SECRET = "whsec-euterpe-requester-0123456789"
@@ -55,8 +55,22 @@ def ffmpeg_or_skip() -> str:
 def make_tone(path: Path, seconds: float = 2.0) -> Path:
     """A generated sine tone (no media files in the repository)."""
     subprocess.run(
-        [ffmpeg_or_skip(), "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi"]
-        + ["-i", f"sine=frequency=440:duration={seconds}", "-ac", "1", "-ar", "22050", str(path)],
+        [
+            ffmpeg_or_skip(),
+            "-nostdin",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            f"sine=frequency=440:duration={seconds}",
+            "-ac",
+            "1",
+            "-ar",
+            "22050",
+            str(path),
+        ],
         check=True,
         timeout=30,
     )
