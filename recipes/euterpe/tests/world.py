@@ -52,29 +52,26 @@ def ffmpeg_or_skip() -> str:
     pytest.skip("ffmpeg is not installed and apt-get is not available to install it")
 
 
-def make_tone(path: Path, seconds: float = 2.0) -> Path:
-    """A generated sine tone (no media files in the repository)."""
-    subprocess.run(
-        [
-            ffmpeg_or_skip(),
-            "-nostdin",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-            f"sine=frequency=440:duration={seconds}",
-            "-ac",
-            "1",
-            "-ar",
-            "22050",
-            str(path),
-        ],
-        check=True,
-        timeout=30,
-    )
+def make_tone(path: Path, seconds: float = 2.0, *codec: str) -> Path:
+    """A generated sine tone (no media files in the repository); its format follows the
+    file's suffix, ``codec`` adds encoder options (e.g. ``"-b:a", "32k"``)."""
+    tone = f"sine=frequency=440:duration={seconds}"
+    command = [ffmpeg_or_skip(), "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi"]
+    command += ["-i", tone, "-ac", "1", "-ar", "22050", *codec, str(path)]
+    subprocess.run(command, check=True, timeout=30)
     return path
+
+
+def gated_ffmpeg(folder: Path) -> tuple[Path, Path]:
+    """A wrapper that runs the real ffmpeg once its gate file exists: ``(wrapper, gate)``.
+    A job is held in its ``processing`` stage until the test creates the gate."""
+    gate = folder / "ffmpeg-gate"
+    wrapper = folder / "ffmpeg-gated"
+    wrapper.write_text(
+        f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.02; done\nexec "{ffmpeg_or_skip()}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper, gate
 
 
 # ---- the S3-compatible server ----------------------------------------------------------
