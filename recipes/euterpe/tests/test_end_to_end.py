@@ -134,6 +134,10 @@ def test_transcode_end_to_end_with_ffmpeg(
     assert events[-1]["type"] == "job.succeeded"
     assert events[-1]["data"]["result"]["outputs"] == status["outputs"]
 
+    # the worker's own delivery counters, in its shutdown line
+    sent = len(requester.events) + requester.duplicates
+    assert f"deliveries: {sent} attempted, {sent} succeeded, 0 failed" in log
+
     # worker identity from POD_NAME; temp files gone; no credential in events or logs
     assert "euterpe-0:" in log
     assert list(work_dir.iterdir()) == []
