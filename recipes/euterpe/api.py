@@ -168,7 +168,9 @@ def _owned_job(svc: Euterpe, who: str, job_id: int) -> durq.Job:
         raise ApiError(410, "gone", f"job {job_id} finished and was pruned") from None
     except durq.JobNotFound:
         raise ApiError(404, "not_found", f"no job {job_id}") from None
-    if job.created_by != who or job.task != TASK:
+    if job.task != TASK:  # another application's job in the same database
+        raise ApiError(404, "not_found", f"no job {job_id}")
+    if job.created_by != who:
         raise ApiError(403, "forbidden", f"job {job_id} belongs to another requester")
     return job
 
