@@ -77,6 +77,7 @@ def test_status_reads_every_state_and_refuses_others_jobs(
     try:
         wait_until(
             lambda: stand.status(job_id).json()["status"] == "processing",
+            timeout=30,
             what="the job to reach its processing stage",
         )
         held = stand.status(job_id)
