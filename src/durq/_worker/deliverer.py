@@ -80,7 +80,8 @@ class Deliverer:
         self.lease_seconds = lease_seconds
         self.poll = poll
         self.outcomes: Counter[str] = Counter()  # delivered, retried, dead_letter, lost
-        # Requests this process sent, and how the receivers answered (2xx or not).
+        # Requests this process sent, and how the receivers answered (2xx or not; a
+        # request abandoned when its lease was lost counts as attempted only).
         self.attempted = 0
         self.succeeded = 0
         self.failed = 0
@@ -212,6 +213,7 @@ class Deliverer:
             headers = self.signer.headers(event.owner, body, event.event_id)
             status: int | None = None
             error: str | None = None
+            self.attempted += 1  # counted when sent: a request cut off by a lost lease too
             try:
                 answer = await self._client.post(event.url, content=body, headers=headers)
                 status = answer.status_code
@@ -220,7 +222,6 @@ class Deliverer:
             except self._httpx.HTTPError as exc:
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
             self.latencies.append(time.monotonic() - started)
-            self.attempted += 1
             if error is None:
                 self.succeeded += 1
             else:
