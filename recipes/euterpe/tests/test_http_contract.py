@@ -125,3 +125,12 @@ def test_credentials_push_advances_the_version_once(make_stand: Callable[..., St
     assert stand.euterpe.app.credential_version(job_id) == 2
     other = stand.client.post("/transcode/credentials", json=push, headers=key_of("globex"))
     assert other.status_code == 403
+
+
+def test_a_cancelled_job_reads_as_failed(make_stand: Callable[..., Stand]) -> None:
+    stand = make_stand()
+    job_id = stand.submit().json()["job_id"]
+    stand.euterpe.app.cancel(job_id)  # an operator stops it before any worker runs it
+    read = stand.status(job_id)
+    assert read.status_code == 200 and read.json()["status"] == "failed"
+    assert read.json()["attempt_count"] == 0
