@@ -39,30 +39,12 @@ from ..app import App
 from ..errors import DurqError
 from ..keys import Breaker
 from ..types import ACTIVE_STATES, JobState
+from .buckets import DURATION_BUCKETS, le
+from .job_metrics import JobMetricsCollector
 
 __all__ = ["DURATION_BUCKETS", "MAX_BREAKER_SERIES", "DatabaseCollector", "Metrics"]
 
 log = structlog.get_logger("durq.api")
-
-#: Upper bounds in seconds; ``metrics_attempts`` in api.sql buckets by the same bounds.
-DURATION_BUCKETS: tuple[float, ...] = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-    300.0,
-    900.0,
-    3600.0,
-)
 
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -175,7 +157,7 @@ def _attempt_families(buckets: list[AttemptBucket]) -> Iterator[Metric]:
         cum_buckets: list[tuple[str, float]] = []
         for bound, n in zip((*DURATION_BUCKETS, float("inf")), counts, strict=True):
             cumulative += n
-            cum_buckets.append((_le(bound), cumulative))
+            cum_buckets.append((le(bound), cumulative))
         duration.add_metric(list(key), cum_buckets, sums[key])
     retry_total = CounterMetricFamily(
         "durq_job_retries",
@@ -213,15 +195,11 @@ def _delivery_families(
         "Seconds from a state change to its webhook's delivery (latest 10,000 delivered)",
     )
     cum_buckets = [
-        (_le(bound), sum(1 for s in latencies if s <= bound))
+        (le(bound), sum(1 for s in latencies if s <= bound))
         for bound in (*DELIVERY_BUCKETS, float("inf"))
     ]
     latency.add_metric([], cum_buckets, sum(latencies))
     yield latency
-
-
-def _le(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(bound)
 
 
 class Metrics:
@@ -242,6 +220,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(DatabaseCollector(app))
+        self.registry.register(JobMetricsCollector(app))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         method = method if method in KNOWN_METHODS else "other"  # clients choose methods
