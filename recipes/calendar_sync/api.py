@@ -105,7 +105,7 @@ async def _parsed(request: Request, model: type[Strict]) -> Any:
     except pydantic.ValidationError as exc:
         raise ApiError(
             400, "invalid_request", "the request body is invalid", details=_problems(exc)
-        )
+        ) from None
 
 
 def create_app(
