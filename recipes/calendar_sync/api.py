@@ -5,8 +5,8 @@ Errors are ``{"error": {"code", "message", ...}}``: 400 a malformed body or unkn
 the alert) or an Idempotency-Key reused for another request.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: FastAPI reads the dependencies (closures
+# over the settings) from the live annotations.
 import re
 import threading
 from collections.abc import AsyncIterator
@@ -64,7 +64,7 @@ class WindowIn(Strict):
     end: AwareDatetime
 
     @model_validator(mode="after")
-    def _ordered(self) -> WindowIn:
+    def _ordered(self) -> "WindowIn":
         if self.end <= self.start:
             raise ValueError("window.end must be after window.start")
         if self.end - self.start > MAX_WINDOW:
