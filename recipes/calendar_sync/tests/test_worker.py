@@ -78,7 +78,7 @@ def test_two_workers_each_job_claimed_once_and_logged(
     for job in jobs:
         (entry,) = sync.logs(job.id)  # exactly one attempt: one claim, by one worker
         assert entry.outcome == "succeeded" and entry.error_summary is None
-        assert (entry.processed_events, entry.failed_events) == (4, 0)  # 1 h = 4 × 15 min
+        assert (entry.processed_events, entry.failed_events) == (4, 0)  # 1 h is 4 events of 15 min
         assert entry.started_at is not None and entry.finished_at >= entry.started_at
         pid = (entry.worker_id or "").rsplit(":", 1)[-1]
         assert pid in pids, entry.worker_id
