@@ -46,18 +46,21 @@ def schedule(
         headers["X-CSRF-Token"] = csrf
     if key is not None:
         headers["Idempotency-Key"] = key
-    return client.post("/jobs/schedule", json=payload, headers=headers)
+    response: Response = client.post("/jobs/schedule", json=payload, headers=headers)
+    return response
 
 
 def _execute(db_url: str, pg_sql: str, sqlite_sql: str, params: tuple[Any, ...]) -> None:
     if db_url.startswith("postgresql"):
-        with psycopg.connect(db_url, autocommit=True) as conn:
-            conn.execute(pg_sql, params)  # type: ignore[arg-type]
+        with psycopg.connect(db_url, autocommit=True) as pg:
+            pg.execute(pg_sql.encode(), params)
         return
-    path = db_url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as conn:
-        conn.execute(sqlite_sql, params)
-    conn.close()
+    lite = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+    try:
+        with lite:  # commits
+            lite.execute(sqlite_sql, params)
+    finally:
+        lite.close()
 
 
 def make_due(db_url: str, job_id: int) -> None:

@@ -15,13 +15,15 @@ records. ``durq_breaker_open{key}`` is 1 for a paused breaker key (open or half-
 for a closed key with failures counted, for at most ``MAX_BREAKER_SERIES`` keys (paused
 ones first), so a label set stays bounded however many keys exist; ``durq_breakers_open``
 counts every paused key and ``durq_breaker_transitions_total{to="open"}`` how many times
-any breaker opened. HTTP metrics are labelled by route template, never by raw path or id.
+any breaker opened. ``durq_queue_degraded{queue}`` is 1 for a queue over a backlog
+guardrail now (the ``degraded`` flag of ``/v1/queues``). HTTP metrics are labelled by route template, never by raw path or id.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -76,6 +78,7 @@ class DatabaseCollector(Collector):
                 latencies = backend.outbox_latencies(ex)
                 breakers = backend.breaker_list(ex, failing_only=True, limit=MAX_BREAKER_SERIES)
                 paused, opened = backend.breaker_totals(ex)
+            health = self.app.queue_stats()
         except DurqError as exc:
             log.warning("metrics_database_error", error=str(exc))
             up.add_metric([], 0)
@@ -87,6 +90,18 @@ class DatabaseCollector(Collector):
         yield from _attempt_families(buckets)
         yield from _delivery_families(outbox, latencies)
         yield from _breaker_families(breakers, paused, opened)
+        yield _degraded_family(health)
+
+
+def _degraded_family(health: dict[str, dict[str, Any]]) -> Metric:
+    degraded = GaugeMetricFamily(
+        "durq_queue_degraded",
+        "1 if the queue is over a backlog guardrail now (p95 age of ready jobs or ready count)",
+        labels=["queue"],
+    )
+    for queue, stats in sorted(health.items()):
+        degraded.add_metric([queue], 1 if stats["degraded"] else 0)
+    return degraded
 
 
 def _breaker_families(breakers: list[Breaker], paused: int, opened: int) -> Iterator[Metric]:
