@@ -16,7 +16,8 @@ for a closed key with failures counted, for at most ``MAX_BREAKER_SERIES`` keys 
 ones first), so a label set stays bounded however many keys exist; ``durq_breakers_open``
 counts every paused key and ``durq_breaker_transitions_total{to="open"}`` how many times
 any breaker opened. ``durq_queue_degraded{queue}`` is 1 for a queue over a backlog
-guardrail now (the ``degraded`` flag of ``/v1/queues``). HTTP metrics are labelled by route template, never by raw path or id.
+guardrail now (the ``degraded`` flag of ``/v1/queues``). HTTP metrics are labelled by
+route template, never by raw path or id.
 """
 
 from __future__ import annotations
