@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -60,9 +60,9 @@ def _gauge(app: durq.App) -> float | None:
 
 
 @pytest.fixture
-def sql(db_url: str) -> PlainSql:
+def sql(db_url: str) -> Iterator[PlainSql]:
     plain = PlainSql(db_url)
-    yield plain  # type: ignore[misc]
+    yield plain
     plain.close()
 
 
