@@ -243,7 +243,11 @@ def create_app(
     def list_jobs(
         current: Annotated[Session, Depends(session)], status: str | None = None
     ) -> dict[str, Any]:
-        return {"jobs": [j.to_dict() for j in sync.jobs(status=status)]}
+        try:
+            found = sync.jobs(status=status)
+        except durq.ValidationError as exc:
+            raise ApiError(400, "invalid_request", str(exc)) from None
+        return {"jobs": [j.to_dict() for j in found]}
 
     @app.get("/jobs/{job_id}")
     def get_job(job_id: int, current: Annotated[Session, Depends(session)]) -> dict[str, Any]:

@@ -239,16 +239,27 @@ class CalendarSync:
 
     # ---- the seed's views ------------------------------------------------------------
 
+    def _sync_job(self, job_id: int) -> durq.Job:
+        job = self.app.get_job(job_id)
+        if job.task != TASK:  # another application's job in the same database
+            raise durq.JobNotFound(job_id)
+        return job
+
     def job(self, job_id: int) -> SyncJob:
-        return sync_job(self.app.get_job(job_id))
+        return sync_job(self._sync_job(job_id))
 
     def jobs(self, *, status: str | None = None, limit: int = 100) -> list[SyncJob]:
+        """Newest first; ``status`` in the seed's words (``pending``, ``failed``, …)."""
         states = [s for s, name in STATUS_BY_STATE.items() if status in (None, name)]
+        if not states:
+            raise durq.ValidationError(
+                f"unknown status {status!r}; use one of: {', '.join(STATUS_BY_STATE.values())}"
+            )
         found = self.app.list_jobs(task=TASK, state=states, limit=limit)
         return [sync_job(j) for j in found]
 
     def logs(self, job_id: int) -> list[SyncJobLog]:
-        job = self.app.get_job(job_id)
+        job = self._sync_job(job_id)
         return [sync_job_log(job, a) for a in self.app.attempts(job_id)]
 
     def failure_stats(self) -> list[FailureStats]:

@@ -223,3 +223,27 @@ def test_alerts_and_stats_endpoints_speak_the_seeds_words(
     assert alert["category"] == "sync_circuit_breaker" and alert["pairId"] == pair
     (stats,) = client.get("/connector-failure-stats").json()["stats"]
     assert (stats["pairId"], stats["consecutiveFailures"], stats["state"]) == (pair, 5, "open")
+
+
+def test_job_reads_show_status_and_run_logs(client: TestClient) -> None:
+    csrf = login(client)
+    (job_id,) = schedule(client, csrf, body()).json()["jobIds"]
+    sync = sync_of(client)
+    sync.app.work(queues=[QUEUE])
+    shown = client.get(f"/jobs/{job_id}").json()
+    assert shown["job"]["status"] == "completed" and shown["job"]["nextRunAt"] is None
+    (entry,) = shown["logs"]
+    assert (entry["outcome"], entry["processedEvents"], entry["failedEvents"]) == (
+        "succeeded",
+        4,
+        0,
+    )
+    assert [
+        j["id"] for j in client.get("/jobs", params={"status": "completed"}).json()["jobs"]
+    ] == [job_id]
+    assert client.get("/jobs", params={"status": "pending"}).json()["jobs"] == []
+    assert client.get("/jobs", params={"status": "done"}).status_code == 400
+    other = sync.app.enqueue("elsewhere", {}, unchecked=True)
+    assert client.get(f"/jobs/{other.id}").status_code == 404
+    client.cookies.clear()
+    assert client.get(f"/jobs/{job_id}").status_code == 401
