@@ -35,30 +35,32 @@ def _env(db_url: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(db_url: str) -> Iterator[str]:
+def server(db_url: str, tmp_path: Path) -> Iterator[str]:
     """The recipe's API in a real uvicorn process on a free port."""
     port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "recipes.calendar_sync:create_app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        env=_env(db_url),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log = tmp_path / "server.log"
+    with log.open("wb") as err:  # a file, never a pipe nobody reads while it runs
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "recipes.calendar_sync:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            env=_env(db_url),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert proc.poll() is None, log.read_text()[-2000:]
         try:
             return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:

@@ -32,7 +32,7 @@ def _request(pair: str, hour: int = 9) -> ScheduleRequest:
     )
 
 
-def _worker(db_url: str) -> subprocess.Popen[bytes]:
+def _worker(db_url: str, log: Path) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
         "CALSYNC_DATABASE_URL": db_url,
@@ -40,20 +40,22 @@ def _worker(db_url: str) -> subprocess.Popen[bytes]:
         "CALSYNC_WORKER_POLL_SECONDS": "0.1",
         "CALSYNC_WORKER_CONCURRENCY": "2",
     }
-    return subprocess.Popen(
-        [sys.executable, "-m", "recipes.calendar_sync.worker"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with log.open("wb") as err:  # a file, never a pipe nobody reads while it runs
+        return subprocess.Popen(
+            [sys.executable, "-m", "recipes.calendar_sync.worker"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
 
 
 def test_two_workers_each_job_claimed_once_and_logged(
-    make_sync: Callable[..., CalendarSync], db_url: str
+    make_sync: Callable[..., CalendarSync], db_url: str, tmp_path: Path
 ) -> None:
     sync = make_sync()
-    workers = [_worker(db_url), _worker(db_url)]
+    logs = [tmp_path / "worker-1.log", tmp_path / "worker-2.log"]
+    workers = [_worker(db_url, logs[0]), _worker(db_url, logs[1])]
     try:
         pids = {str(w.pid) for w in workers}
 
@@ -72,7 +74,7 @@ def test_two_workers_each_job_claimed_once_and_logged(
         for w in workers:
             w.send_signal(signal.SIGTERM)
         codes = [w.wait(timeout=30) for w in workers]
-    assert codes == [0, 0], [w.stderr.read().decode()[-2000:] for w in workers if w.stderr]
+    assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
 
     claimed_by: dict[str, int] = {}
     for job in jobs:
