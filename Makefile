@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml constraints.txt
 	@command -v pgbouncer >/dev/null || command -v /usr/sbin/pgbouncer >/dev/null || \
 		((apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer) >/dev/null 2>&1) || \
 		echo "pgbouncer not installed (no apt?): the PgBouncer tests will skip" >&2
+	@# ffmpeg for the Euterpe recipe's transcodes (Debian's package); without apt they skip.
+	@command -v ffmpeg >/dev/null || \
+		((apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg) >/dev/null 2>&1) || \
+		echo "ffmpeg not installed (no apt?): the Euterpe transcode tests will skip" >&2
 	@touch $(STAMP)
 
 install: $(STAMP)

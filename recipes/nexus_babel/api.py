@@ -181,6 +181,7 @@ def submit_job(request: Request, body: JobSubmitRequest, ctx: Operator) -> JSONR
             idempotency_key=body.idempotency_key,
             created_by=ctx.owner,
             max_attempts=body.max_attempts,
+            request_id=getattr(request.state, "request_id", None),
         )
     except (ValueError, durq.ValidationError) as exc:
         if sync:

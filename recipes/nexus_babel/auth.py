@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 
 from .config import Settings
 from .db import ApiKey, DBManager, utcnow
@@ -97,11 +97,27 @@ class AuthService:
         key hashes like any other and matches nothing (EC-01)."""
         if key is None:
             return None
-        with self.db.session() as session, session.begin():
+        with self.db.session() as session:
             row = session.scalar(
                 select(ApiKey).where(ApiKey.key_hash == hash_api_key(key), ApiKey.enabled.is_(True))
             )
             if row is None:
                 return None
-            row.last_used_at = utcnow()
-            return AuthContext(row.id, row.owner, row.role, row.raw_mode_enabled)
+            ctx = AuthContext(row.id, row.owner, row.role, row.raw_mode_enabled)
+        self._stamp_last_used(ctx.api_key_id)
+        return ctx
+
+    def _stamp_last_used(self, api_key_id: str) -> None:
+        """EC-03: one guarded UPDATE rather than read-modify-write, so concurrent requests
+        with one key never fail on a stale read and a late writer never moves the stamp
+        back in time."""
+        now = utcnow()
+        with self.db.session() as session, session.begin():
+            session.execute(
+                update(ApiKey)
+                .where(
+                    ApiKey.id == api_key_id,
+                    or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < now),
+                )
+                .values(last_used_at=now)
+            )

@@ -50,10 +50,17 @@ class Settings(BaseSettings):
     job_idempotency_ttl_seconds: float = Field(365 * 24 * 3600, gt=0)
     worker_poll_seconds: float = Field(1.0, ge=0)
     worker_lease_seconds: float = Field(30.0, gt=0)
+    # jobs one worker process runs at once (the seed ran one; more processes also scale)
+    worker_concurrency: int = Field(1, ge=1, le=64)
     # execution_mode=sync: how many run at once in the API process, and how long a
     # request waits for its job before answering with the status so far
     sync_max_concurrency: int = Field(4, ge=1, le=64)
     sync_timeout_seconds: float = Field(10.0, gt=0)
+
+    # US-INFRA-23: structured logs; "auto" is JSON lines unless stderr is a terminal, and
+    # "off" leaves logging as the host process set it up
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["auto", "console", "json", "off"] = "auto"
 
     # per API key request budget (US-INFRA-21); 0 turns it off
     rate_limit_per_second: float = Field(50.0, ge=0)
@@ -66,6 +73,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 "NEXUS_DATABASE_URL must be sqlite:///path.db or "
                 "postgresql://user:password@host:5432/dbname"
+            )
+        return value
+
+    @field_validator("corpus_root")
+    @classmethod
+    def _corpus_is_a_folder(cls, value: Path) -> Path:
+        # EC-16: a wrong corpus root stops the start, not the first ingestion
+        if not value.is_dir():
+            raise ValueError(
+                f"NEXUS_CORPUS_ROOT={value} is not a folder; point it at the texts to ingest "
+                f"(the recipe ships one at {DEFAULT_CORPUS_ROOT})"
             )
         return value
 

@@ -10,9 +10,13 @@ request hash per type makes a repeated key return the first job whatever its pay
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+
+import structlog
+from opentelemetry.trace import Status, StatusCode, Tracer
 
 import durq
 
@@ -24,6 +28,7 @@ from .domain import (
     IntegrityService,
     InvalidPayload,
 )
+from .observability import get_tracer
 
 __all__ = [
     "ARTIFACT_TYPES",
@@ -53,6 +58,8 @@ SEED_STATUS = {
 DURQ_STATE = {seed: str(state) for state, seed in SEED_STATUS.items()}
 ATTEMPT_STATUS = {"succeeded": "succeeded", "cancelled": "cancelled"}  # every other: failed
 
+log = structlog.get_logger("nexus_babel.jobs")
+
 
 def _ts(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
@@ -80,6 +87,7 @@ def job_view(
         "result": job.result,
         "error_text": job.last_error,
         "execution_mode": job.args.get("execution_mode", "async"),
+        "request_id": job.args.get("request_id"),
         "idempotency_key": job.idempotency_key,
         "max_attempts": job.max_attempts,
         "attempt_count": job.attempt,
@@ -145,7 +153,8 @@ class JobService:
         *,
         max_attempts: int = 3,
         idempotency_ttl: float = 365 * 24 * 3600,
-        on_finished: Callable[[str, str], None] | None = None,
+        on_finished: Callable[[str, str, float], None] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.queue_app = queue_app
         self.db = db
@@ -155,6 +164,7 @@ class JobService:
         self.integrity = integrity
         self.idempotency_ttl = idempotency_ttl
         self.on_finished = on_finished
+        self.tracer = tracer or get_tracer()
         for job_type in JOB_TYPES:
             queue_app.task(
                 name=job_type,
@@ -182,23 +192,52 @@ class JobService:
 
     def _task_for(self, job_type: str) -> Callable[..., dict[str, Any]]:
         def run(
-            ctx: durq.JobContext, payload: dict[str, Any], execution_mode: str = "async"
+            ctx: durq.JobContext,
+            payload: dict[str, Any],
+            execution_mode: str = "async",
+            request_id: str | None = None,
         ) -> dict[str, Any]:
-            try:
-                result = self.dispatch(job_type, payload or {}, ctx.heartbeat)
-            except BaseException:
-                self._finished(job_type, "error")
-                raise
-            ctx.add_artifact(ARTIFACT_TYPES[job_type], result)
-            self._finished(job_type, "succeeded")
-            return result
+            job = ctx.job
+            ids: dict[str, str | int | None] = {
+                "job_id": job.id,
+                "job_type": job_type,
+                "attempt": job.attempt,
+                "worker_id": ctx.worker_id,
+                "request_id": request_id,  # the request that submitted the job
+            }
+            with (
+                structlog.contextvars.bound_contextvars(**ids),
+                self.tracer.start_as_current_span(
+                    f"nexus_babel.job {job_type}",
+                    attributes={f"nexus.{k}": v for k, v in ids.items() if v is not None},
+                ) as span,
+            ):
+                log.info("job started", execution_mode=execution_mode)
+                started = time.perf_counter()
+                try:
+                    result = self.dispatch(job_type, payload or {}, ctx.heartbeat)
+                except BaseException as exc:
+                    runtime_ms = self._finished(job_type, "error", started)
+                    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                    log.warning(
+                        "job attempt failed",
+                        error=f"{type(exc).__name__}: {exc}",
+                        runtime_ms=runtime_ms,
+                    )
+                    raise
+                ctx.add_artifact(ARTIFACT_TYPES[job_type], result)
+                runtime_ms = self._finished(job_type, "succeeded", started)
+                log.info("job succeeded", runtime_ms=runtime_ms)
+                return result
 
         run.__name__ = job_type
         return run
 
-    def _finished(self, job_type: str, outcome: str) -> None:
+    def _finished(self, job_type: str, outcome: str, started: float) -> float:
+        runtime_ms = (time.perf_counter() - started) * 1000
         if self.on_finished is not None:
-            self.on_finished(job_type, outcome)
+            self.on_finished(job_type, outcome, runtime_ms)
+        return round(runtime_ms, 2)
 
     # ---- the service's operations ----------------------------------------------------
 
@@ -211,13 +250,14 @@ class JobService:
         idempotency_key: str | None = None,
         created_by: str | None = None,
         max_attempts: int | None = None,
+        request_id: str | None = None,
     ) -> tuple[durq.Job, bool]:
         """``(job, created)``; ``created`` is False when the key returned an earlier job."""
         if job_type not in JOB_TYPES:
             raise ValueError(f"Unsupported job type: {job_type!r}; use one of {list(JOB_TYPES)}")
         new = self.queue_app.build(
             job_type,
-            {"payload": payload, "execution_mode": execution_mode},
+            {"payload": payload, "execution_mode": execution_mode, "request_id": request_id},
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
             idempotency_scope=f"nexus_babel:{job_type}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -25,12 +25,18 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 class MetricsService:
-    """Counters and timing samples kept in this process only (EC-13: lost on restart)."""
+    """Counters and timing samples kept in this process only (EC-13: lost on restart).
 
-    def __init__(self) -> None:
+    ``timings`` declares keys up front: each is in every snapshot, reading zeros until its
+    first sample (EC-12), so a dashboard sees the key before the traffic.
+    """
+
+    def __init__(self, timings: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self._counters: dict[str, float] = defaultdict(float)
         self._timings: dict[str, list[float]] = defaultdict(list)
+        for key in timings:
+            self._timings[key] = []
 
     def inc(self, key: str, value: float = 1.0) -> None:
         with self._lock:

@@ -6,14 +6,17 @@ import os
 import socket
 from dataclasses import dataclass
 
+from opentelemetry.trace import Tracer, TracerProvider
+
 import durq
 
 from .auth import AuthService
 from .config import Settings
 from .db import DBManager
 from .domain import AnalysisService, EvolutionService, IngestionService, IntegrityService
-from .jobs import JobService
+from .jobs import JOB_TYPES, JobService
 from .metrics import MetricsService, PrometheusMetrics
+from .observability import get_tracer
 from .plugins import PluginRegistry
 
 __all__ = ["Platform", "worker_identity"]
@@ -38,9 +41,13 @@ class Platform:
     job_service: JobService
     metrics: MetricsService
     prometheus: PrometheusMetrics
+    tracer: Tracer
 
     @classmethod
-    def build(cls, settings: Settings) -> Platform:
+    def build(
+        cls, settings: Settings, *, tracer_provider: TracerProvider | None = None
+    ) -> Platform:
+        tracer = get_tracer(tracer_provider)
         db = DBManager(settings.database_url)
         queue_app = durq.App(
             settings=durq.Settings(
@@ -51,14 +58,17 @@ class Platform:
                 default_queue="nexus_babel",
             )
         )
-        plugins = PluginRegistry(settings.plugin_profile, settings.plugin_ml_enabled)
+        plugins = PluginRegistry(settings.plugin_profile, settings.plugin_ml_enabled, tracer=tracer)
         ingestion = IngestionService(db, settings.corpus_root)
-        metrics = MetricsService()
+        metrics = MetricsService(
+            timings=["http.request.ms", *(f"jobs.{job_type}.ms" for job_type in JOB_TYPES)]
+        )
         holder: list[JobService] = []
         prometheus = PrometheusMetrics(lambda: holder[0].status_counts())
 
-        def finished(job_type: str, outcome: str) -> None:
+        def finished(job_type: str, outcome: str, runtime_ms: float) -> None:
             metrics.inc(f"jobs.{job_type}.{outcome}")
+            metrics.observe(f"jobs.{job_type}.ms", runtime_ms)
             prometheus.jobs_finished.labels(job_type, outcome).inc()
 
         jobs = JobService(
@@ -71,6 +81,7 @@ class Platform:
             max_attempts=settings.job_max_attempts,
             idempotency_ttl=settings.job_idempotency_ttl_seconds,
             on_finished=finished,
+            tracer=tracer,
         )
         holder.append(jobs)
         return cls(
@@ -86,6 +97,7 @@ class Platform:
             job_service=jobs,
             metrics=metrics,
             prometheus=prometheus,
+            tracer=tracer,
         )
 
     def start(self) -> None:

@@ -6,6 +6,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from opentelemetry.trace import Tracer
+
+from .observability import get_tracer
+
 __all__ = [
     "DeterministicLayerPlugin",
     "LayerPlugin",
@@ -86,6 +90,7 @@ class PluginRegistry:
     profile: str
     ml_enabled: bool
     plugins: dict[str, LayerPlugin] = field(default_factory=dict)
+    tracer: Tracer = field(default_factory=get_tracer)
 
     def __post_init__(self) -> None:
         if not self.plugins:
@@ -116,7 +121,25 @@ class PluginRegistry:
         confidence: float = BASELINE_CONFIDENCE,
     ) -> PluginExecution:
         """Try each provider of the profile in turn; the first that succeeds answers, and
-        why earlier ones were skipped is kept in ``fallback_reason``."""
+        why earlier ones were skipped is kept in ``fallback_reason``. One span per layer
+        (US-INFRA-23) says which provider answered and why others were passed over."""
+        with self.tracer.start_as_current_span(
+            "nexus_babel.plugin", attributes={"nexus.plugin.layer": layer}
+        ) as span:
+            execution = self._run_chain(layer, text, baseline, confidence)
+            span.set_attributes(
+                {
+                    "nexus.plugin.provider_name": execution.provider_name,
+                    "nexus.plugin.provider_version": execution.provider_version,
+                    "nexus.plugin.confidence": execution.confidence,
+                    "nexus.plugin.fallback_reason": execution.fallback_reason or "",
+                }
+            )
+            return execution
+
+    def _run_chain(
+        self, layer: str, text: str, baseline: dict[str, Any], confidence: float
+    ) -> PluginExecution:
         reasons: list[str] = []
         for plugin in self._profile_chain():
             if not plugin.supports(layer):

@@ -1,29 +1,44 @@
 """``python -m recipes.nexus_babel.worker [--once] [--max-jobs N]`` (US-INFRA-09, FR-016…019).
 
-The seed's loop, on durq: before each poll recover stale leases (with an audit event), then
-claim and run one job through ``App.work``; with nothing ready sleep
-``max(NEXUS_WORKER_POLL_SECONDS, 0.1)``. ``--once`` polls once and exits; ``--max-jobs N``
-exits after N jobs. A job's exception is recorded by durq as its attempt's outcome and
-never stops the loop; SIGTERM or SIGINT stops it after the current job.
+durq's ``Worker`` runs the jobs: it claims under a lease, heartbeats while a task runs,
+writes each outcome fenced by its claim, and on SIGTERM or SIGINT stops claiming and lets
+the running job finish. Around it this module keeps the seed's behaviour:
+
+- stale leases are recovered by the recipe rather than by durq's maintenance, so every
+  recovery leaves its audit event naming the worker that lost the lease (US-INFRA-20):
+  once before the first claim, then every poll interval while the worker runs;
+- the poll interval is ``max(NEXUS_WORKER_POLL_SECONDS, 0.1)``;
+- ``--once`` runs at most one job and ``--max-jobs N`` exits after N;
+- a task's exception is only its attempt's outcome and never stops the worker;
+- no database at start (EC-09): one clear line naming ``NEXUS_DATABASE_URL``, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
+from dataclasses import dataclass
+
+import pydantic
+import structlog
+from opentelemetry.trace import TracerProvider
+
+import durq
+from durq.logs import redact_text
 
 from .config import Settings, get_settings
 from .jobs import QUEUE
+from .observability import configure_logging
 from .platform import Platform, worker_identity
 
-__all__ = ["main", "run_worker"]
+__all__ = ["WorkerRun", "main", "run_worker", "work"]
 
-log = logging.getLogger("nexus_babel.worker")
+log = structlog.get_logger("nexus_babel.worker")
+
+#: Exit code when the worker cannot start (bad settings, no database).
+CANNOT_START = 2
 
 
 def run_worker(
@@ -32,37 +47,85 @@ def run_worker(
     once: bool = False,
     max_jobs: int | None = None,
     stop: threading.Event | None = None,
+    install_signals: bool = False,
+    tracer_provider: TracerProvider | None = None,
 ) -> int:
     """Work until stopped, ``--once`` or ``--max-jobs``; returns how many jobs ran."""
+    return work(
+        settings,
+        once=once,
+        max_jobs=max_jobs,
+        stop=stop,
+        install_signals=install_signals,
+        tracer_provider=tracer_provider,
+    ).processed
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRun:
+    processed: int
+    #: durq's exit code: 1 when an outcome could not be written (the lease lapsed meanwhile)
+    exit_code: int
+
+
+def work(
+    settings: Settings,
+    *,
+    once: bool = False,
+    max_jobs: int | None = None,
+    stop: threading.Event | None = None,
+    install_signals: bool = False,
+    tracer_provider: TracerProvider | None = None,
+) -> WorkerRun:
+    """:func:`run_worker`, with durq's exit code beside the count."""
     stop = stop or threading.Event()
-    platform = Platform.build(settings)
-    platform.start()  # EC-09: no database means a clear error here, before any poll
-    worker_id = worker_identity("worker")
-    processed = 0
+    platform = Platform.build(settings, tracer_provider=tracer_provider)
     try:
-        while not stop.is_set():
-            for event in platform.job_service.recover_stale_leases(worker_id):
-                log.warning(
-                    "recovered job %s from %s: now %s",
-                    event["job_id"],
-                    event["original_lease_owner"],
-                    event["status"],
-                )
-            try:
-                done = platform.queue_app.work(queues=[QUEUE], limit=1, worker_id=worker_id)
-            except Exception:  # FR-019: the database blinked; log it and poll again
-                log.exception("poll failed; retrying after the poll interval")
-                done = []
-            processed += len(done)
-            for job in done:
-                log.info("job %s (%s) -> %s", job.id, job.task, job.state)
-            if once or (max_jobs is not None and processed >= max_jobs):
-                break
-            if not done:
-                stop.wait(settings.worker_poll_interval)
+        platform.start()  # EC-09: no database fails here, before any claim
+        worker_id = worker_identity("worker")
+        worker = durq.Worker(
+            platform.queue_app,
+            queues=[QUEUE],
+            concurrency=settings.worker_concurrency,
+            poll_interval=settings.worker_poll_interval,
+            max_jobs=max_jobs,
+            once=once,
+            maintenance=False,  # the recipe recovers stale leases itself, with audit events
+            deliveries=False,
+            worker_id=worker_id,
+        )
+        _recover(platform, worker_id)
+        watcher = threading.Thread(
+            target=_watch,
+            args=(platform, worker, stop, settings.worker_poll_interval),
+            name="nexus-recovery",
+            daemon=True,
+        )
+        watcher.start()
+        exit_code = worker.run(install_signals=install_signals)
+        watcher.join(10)
     finally:
         platform.close()
-    return processed
+    return WorkerRun(sum(worker.outcomes.values()) - worker.released, exit_code)
+
+
+def _recover(platform: Platform, worker_id: str) -> None:
+    try:
+        events = platform.job_service.recover_stale_leases(worker_id)
+    except Exception as exc:  # FR-019: the database blinked; the next round tries again
+        log.warning("stale-lease recovery failed; retrying next poll", error=str(exc))
+        return
+    for event in events:
+        log.warning("recovered a stale lease", **event)
+
+
+def _watch(platform: Platform, worker: durq.Worker, stop: threading.Event, every: float) -> None:
+    """Recover stale leases every poll interval until the worker returns; pass on a stop."""
+    while not worker.finished.wait(every):
+        if stop.is_set():
+            worker.request_stop()
+            continue
+        _recover(platform, worker.worker_id)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,17 +135,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.max_jobs is not None and args.max_jobs < 1:
         parser.error("--max-jobs must be >= 1")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    processed = run_worker(get_settings(), once=args.once, max_jobs=args.max_jobs, stop=stop)
-    print(f"processed {processed} job(s)", flush=True)
-    return 0
+    try:
+        settings = get_settings()
+    except pydantic.ValidationError as exc:
+        print(f"nexus_babel worker: invalid settings: {exc}", file=sys.stderr)
+        return CANNOT_START
+    configure_logging(settings)
+    try:
+        run = work(settings, once=args.once, max_jobs=args.max_jobs, install_signals=True)
+    except durq.DatabaseUnavailable as exc:
+        reason = redact_text(str(exc.__cause__ or exc))
+        print(
+            f"nexus_babel worker: the database is unavailable: {reason}\n"
+            f"Check NEXUS_DATABASE_URL ({redact_text(settings.database_url)}): the server "
+            "must be running and the database (or the SQLite file's folder) must exist.",
+            file=sys.stderr,
+        )
+        return CANNOT_START
+    print(f"processed {run.processed} job(s)", flush=True)
+    return run.exit_code
 
 
 if __name__ == "__main__":

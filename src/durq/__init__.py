@@ -19,6 +19,7 @@ from .errors import (
     UnknownTask,
     ValidationError,
 )
+from .jobmetrics import JobMetrics
 from .keys import Alert, Breaker, BreakerRule, Limit
 from .retry import (
     Exponential,
@@ -58,6 +59,7 @@ __all__ = [
     "Job",
     "JobContext",
     "JobGone",
+    "JobMetrics",
     "JobNotFound",
     "JobState",
     "KeyNotFound",

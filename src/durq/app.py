@@ -19,6 +19,7 @@ from ._engine.validate import build_new_job
 from .errors import SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
 from .inline import InlineRunner
+from .jobmetrics import JobMetrics
 from .outbox import OutboxOperations
 from .reads import JobOperations
 from .registry import TaskRegistry
@@ -60,6 +61,8 @@ class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegi
         super().__init__(settings)
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()
+        #: The application's own metric names over its jobs (``add_job_metrics``).
+        self.job_metrics: list[JobMetrics] = []
 
     def _enqueuer(self) -> App:
         return self
@@ -110,6 +113,14 @@ class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegi
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def add_job_metrics(self, metrics: JobMetrics) -> JobMetrics:
+        """Export the job figures of ``metrics.tasks`` under the application's own names
+        and labels too (``durq serve``'s ``/metrics``, ``durq.api.JobMetricsCollector``)."""
+        if not isinstance(metrics, JobMetrics):
+            raise ValidationError(f"add_job_metrics() takes a durq.JobMetrics, got {metrics!r}")
+        self.job_metrics.append(metrics)
+        return metrics
 
     # ---- enqueue ---------------------------------------------------------------------
 

@@ -119,3 +119,64 @@ def test_metrics_read_jobs_from_the_database(api: Api, make_app: Any) -> None:
     promtool = shutil.which("promtool")
     if promtool:  # the stricter linter, where installed
         subprocess.run([promtool, "check", "metrics"], input=text.encode(), check=True)
+
+
+def test_metrics_carry_the_apps_own_job_metric_names(api: Api) -> None:
+    @api.app.task(name="sync_pair", max_attempts=2, retry=durq.Fixed([0]))
+    def sync_pair(connector_id: str, ok: bool) -> None:
+        if not ok:
+            raise ConnectionError("provider down")
+
+    api.app.add_job_metrics(
+        durq.JobMetrics(
+            tasks=("sync_pair",),
+            jobs_total="sync_jobs_total",
+            queue_depth="sync_jobs_queue_depth",
+            duration="sync_job_duration_seconds",
+            retries="sync_job_retries_total",
+            state_label="status",
+            state_names={"succeeded": "completed", "retry_wait": "retrying"},
+            outcome_names={"succeeded": "success"},
+            arg_labels=("connector_id",),
+        )
+    )
+    done = api.app.enqueue("sync_pair", {"connector_id": "c1", "ok": True})
+    failing = api.app.enqueue("sync_pair", {"connector_id": "c2", "ok": False})
+    api.app.enqueue("add", {"x": 1, "y": 2})  # another task: not counted
+    api.app.run_job(done.id)
+    api.app.run_job(failing.id)
+
+    _, samples, types = scrape(api.client)
+    assert types["sync_jobs"] == "counter" and types["sync_jobs_queue_depth"] == "gauge"
+    assert types["sync_job_duration_seconds"] == "histogram"
+    assert value(samples, "sync_jobs_total", status="completed", connector_id="c1") == 1
+    assert value(samples, "sync_jobs_total", status="retrying", connector_id="c2") == 1
+    assert value(samples, "sync_jobs_queue_depth", status="retrying") == 1
+    assert value(samples, "sync_jobs_queue_depth", status="queued") == 0  # "add" is not sync
+    assert value(samples, "sync_job_duration_seconds_count", outcome="success") == 1
+    assert value(samples, "sync_job_duration_seconds_count", outcome="failed") == 1
+    assert ("sync_job_retries_total", frozenset({("connector_id", "c2")})) in samples
+
+
+def test_job_metrics_refuse_names_prometheus_cannot_take() -> None:
+    good = {
+        "tasks": ("t",),
+        "jobs_total": "a_total",
+        "queue_depth": "a_depth",
+        "duration": "a_seconds",
+        "retries": "a_retries_total",
+    }
+    durq.JobMetrics(**good)  # type: ignore[arg-type]
+    for bad in (
+        {"tasks": ()},
+        {"jobs_total": "a-total"},
+        {"retries": "a_retries"},
+        {"state_label": "le"},
+        {"arg_labels": ("x", "y")},
+        {"arg_labels": ("state",)},
+    ):
+        try:
+            durq.JobMetrics(**(good | bad))  # type: ignore[arg-type]
+        except durq.ValidationError:
+            continue
+        raise AssertionError(f"accepted {bad}")

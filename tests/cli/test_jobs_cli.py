@@ -149,3 +149,25 @@ def test_jobs_list_never_cuts_a_listing_silently(db_url: str) -> None:
     everything = runner.invoke(cli, ["jobs", "list", "--limit", "100", "--database-url", db_url])
     assert "75 job(s)" in everything.stdout and "showing" not in everything.stdout
     app.close()
+
+
+def test_jobs_show_prints_the_run_logs(db_url: str) -> None:
+    app = durq.App(db_url)
+
+    @app.task(name="sync_window", pass_context=True, max_attempts=1)
+    def sync_window(ctx: durq.JobContext) -> None:
+        ctx.report(processed=12, failed=3, summary="3 events refused")
+
+    job = testing.run_inline(app, sync_window)
+    shown = runner.invoke(
+        cli, ["jobs", "show", str(job.id), "--database-url", db_url], env={"COLUMNS": "200"}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "run logs" in shown.stdout and "3 events refused" in shown.stdout
+    row = next(line for line in shown.stdout.splitlines() if "3 events refused" in line)
+    assert "12" in row and "succeeded" in row
+    detail = json.loads(
+        runner.invoke(cli, ["jobs", "show", str(job.id), "--json", "--database-url", db_url]).stdout
+    )
+    assert (detail["attempts"][0]["processed"], detail["attempts"][0]["failed"]) == (12, 3)
+    app.close()

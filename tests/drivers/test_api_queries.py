@@ -11,7 +11,7 @@ from durq._drivers import ApiKey, AttemptBucket, Driver, open_driver
 from durq._drivers.sqlite.driver import path_from_url
 from durq.errors import DatabaseUnavailable
 
-from .helpers import JobFactory, PlainSql, ago, claim, finish, insert, near
+from .helpers import JobFactory, PlainSql, ago, claim, claim_one, finish, insert, near
 
 
 def _key(driver: Driver, key_id: str, *, owner: str = "ops", role: str = "admin") -> ApiKey:
@@ -164,4 +164,30 @@ def test_attempt_buckets_bins_stored_attempts_by_runtime(
         AttemptBucket("q", "t", "failed", 11, 1, 30_000, 0),  # <= 30 s
         AttemptBucket("q", "t", "failed", 16, 1, 4_000_000, 0),  # over an hour
         AttemptBucket("q", "t", "succeeded", 0, 1, 4, 1),
+    ]
+
+
+def test_job_arg_counts_groups_one_tasks_jobs_by_state_and_argument(
+    driver: Driver, new_job: JobFactory
+) -> None:
+    insert(driver, new_job("sync", {"connector_id": "c1"}, queue="r", max_attempts=3))
+    first = claim_one(driver, queue="r")
+    finish(driver, first, states.retry(0, "E", "m"))
+    finish(driver, claim_one(driver, queue="r"), states.complete())
+    for conn in ("c1", "c2"):
+        insert(driver, new_job("sync", {"connector_id": conn}, queue="q"))
+    insert(driver, new_job("sync", {}, queue="q"))
+    insert(driver, new_job("other", {"connector_id": "c1"}, queue="q"))
+    with driver.read() as ex:
+        by_arg = driver.job_arg_counts(ex, "sync", "connector_id")
+        no_arg = driver.job_arg_counts(ex, "sync", "")
+    assert sorted((r.state, r.label or "-", r.count, r.retries) for r in by_arg) == [
+        ("queued", "-", 1, 0),
+        ("queued", "c1", 1, 0),
+        ("queued", "c2", 1, 0),
+        ("succeeded", "c1", 1, 1),
+    ]
+    assert sorted((r.state, r.label, r.count, r.retries) for r in no_arg) == [
+        ("queued", None, 3, 0),
+        ("succeeded", None, 1, 1),
     ]

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "durq"
 
 LAYERS: list[set[str]] = [
     {"types", "errors", "py", "logs"},
-    {"retry", "settings", "keys"},
+    {"retry", "settings", "keys", "jobmetrics"},
     {"states"},
     {"_drivers"},
     {"_engine", "task", "_tracing"},

@@ -31,6 +31,7 @@ def make_settings(db_url: str, corpus: Path) -> Callable[..., Settings]:
             "environment": "test",
             "corpus_root": corpus,
             "rate_limit_per_second": 0,
+            "log_format": "off",  # the test process keeps its own logging
         }
         return Settings(**(values | overrides))
 

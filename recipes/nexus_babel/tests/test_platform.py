@@ -54,6 +54,9 @@ def test_us_infra_14_request_id(client: TestClient) -> None:
     assert client.get("/healthz").headers["X-Request-ID"] != generated
     echoed = client.get("/api/v1/auth/whoami", headers={"X-Request-ID": "trace-123"})
     assert echoed.status_code == 401 and echoed.headers["X-Request-ID"] == "trace-123"
+    # an id too long (or not plain text) to copy into logs, spans and jobs is replaced
+    replaced = client.get("/healthz", headers={"X-Request-ID": "x" * 129}).headers["X-Request-ID"]
+    assert len(replaced) == 36 and replaced.count("-") == 4
 
 
 def test_us_infra_15_plugin_chain(make_client: Callable[..., TestClient]) -> None:

@@ -1,7 +1,8 @@
-"""US-INFRA-09…11, 20, 25 and EC-06: the worker CLI, leases and stale-lease recovery."""
+"""US-INFRA-09…11, 20, 25, FR-019 and EC-06: the worker CLI, leases and stale-lease recovery."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -54,6 +55,12 @@ def test_us_infra_09_worker_once_and_max_jobs(client: TestClient, settings: Sett
     assert once.returncode == 0, once.stderr
     assert "processed 1 job(s)" in once.stdout
     assert [_job(client, i)["status"] for i in ids] == ["succeeded", "queued", "queued", "queued"]
+    # US-INFRA-23: the worker logs JSON lines with the job's ids, durq's lines and the recipe's
+    lines = [json.loads(line) for line in once.stderr.splitlines() if line.strip()]
+    of_job = [line for line in lines if line.get("job_id") == int(ids[0])]
+    assert {line["logger"] for line in of_job} == {"durq.worker", "nexus_babel.jobs"}
+    assert all(line["worker_id"].endswith(":worker") and line["attempt"] == 1 for line in of_job)
+    assert any(line["event"] == "job succeeded" and line["request_id"] for line in of_job)
 
     two = _run_cli(settings, "--max-jobs", "2")
     assert two.returncode == 0 and "processed 2 job(s)" in two.stdout, two.stderr
@@ -67,6 +74,32 @@ def test_us_infra_09_worker_once_and_max_jobs(client: TestClient, settings: Sett
     # EC-10: a poll interval of 0 is clamped to 0.1 s
     assert settings.model_copy(update={"worker_poll_seconds": 0}).worker_poll_interval == 0.1
     assert settings.model_copy(update={"worker_poll_seconds": 2.5}).worker_poll_interval == 2.5
+
+
+@pytest.mark.slow
+def test_us_infra_09_sigterm_lets_the_running_job_finish_then_exits(
+    client: TestClient, settings: Settings, fifos: Callable[[str], Path]
+) -> None:
+    """SIGTERM stops claiming: the job in hand finishes and is written, the next waits."""
+    pipe = fifos("long_scroll.txt")
+    running = submit(client, "ingest_batch", {"paths": ["long_scroll.txt"]})["job_id"]
+    waiting = submit(client, "integrity_audit")["job_id"]
+    cmd, env = _worker_cmd(settings)
+    worker = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_until(lambda: _job(client, running)["status"] == "running", timeout=30, what="claim")
+        worker.send_signal(signal.SIGTERM)
+        assert release_fifo(pipe, "Sing, O goddess.\n")
+        out, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert "processed 1 job(s)" in out
+    assert _job(client, running)["status"] == "succeeded"
+    assert _job(client, waiting)["status"] == "queued"
 
 
 def test_us_infra_11_lease_acquisition_oldest_first(
@@ -215,3 +248,20 @@ def test_us_infra_25_competing_workers_never_double_run(
     assert sum(counts) == 6
     for i in ids:
         assert [a["status"] for a in _job(client, i)["attempts"]] == ["succeeded"]
+
+
+def test_fr_019_a_failing_job_never_stops_the_worker(
+    client: TestClient, settings: Settings
+) -> None:
+    """A job that raises is only its attempt's outcome: the worker goes on to the next."""
+    broken = submit(client, "branch_replay", {"branch": "Bad Name"})["job_id"]  # fails at once
+    flaky = submit(client, "ingest_batch", {"paths": ["arrives_later.txt"]})["job_id"]  # retries
+    fine = submit(client, "integrity_audit")["job_id"]
+
+    assert run_worker(settings, max_jobs=3) == 3
+    assert [_job(client, i)["status"] for i in (broken, flaky, fine)] == [
+        "failed",
+        "retry_wait",
+        "succeeded",
+    ]
+    assert "arrives_later.txt" in _job(client, flaky)["error_text"]

@@ -8,7 +8,7 @@ driver is chosen.
 
 from __future__ import annotations
 
-from .api import ApiKey, AttemptBucket
+from .api import ApiKey, AttemptBucket, JobArgCount
 from .base import Capabilities, FinishRequest, NewJob
 from .driver import Driver
 from .outbox import DeliveryWrite
@@ -22,6 +22,7 @@ __all__ = [
     "Driver",
     "Executor",
     "FinishRequest",
+    "JobArgCount",
     "NewJob",
     "open_driver",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from .rows import RowCodec
 from .sql import Executor
 
-__all__ = ["ApiKey", "ApiQueries", "AttemptBucket"]
+__all__ = ["ApiKey", "ApiQueries", "AttemptBucket", "JobArgCount"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,16 @@ class AttemptBucket:
     count: int
     runtime_ms: int
     retries: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobArgCount:
+    """Stored jobs of one task in one state with one value of an argument."""
+
+    state: str
+    label: str | None  # the argument's value as text; None when absent (or not asked)
+    count: int
+    retries: int  # attempts after the first
 
 
 class ApiQueries(RowCodec):
@@ -134,4 +144,16 @@ class ApiQueries(RowCodec):
                 retries=int(r["retries"] or 0),
             )
             for r in ex.run("metrics_attempts")
+        ]
+
+    def job_arg_counts(self, ex: Executor, task: str, arg: str) -> list[JobArgCount]:
+        """``task``'s jobs by state and by the value of argument ``arg`` ('' for none)."""
+        return [
+            JobArgCount(
+                state=r["state"],
+                label=None if r["label"] is None else str(r["label"]),
+                count=int(r["n"]),
+                retries=int(r["retries"] or 0),
+            )
+            for r in ex.run("metrics_job_args", {"task": task, "arg": arg})
         ]

@@ -6,6 +6,8 @@
   so a lookup answers "gone" (leader only);
 * :mod:`.periodic` — ``@app.periodic(cron=...)`` tasks enqueued once per tick (leader only,
   and an idempotency key per tick makes even two leaders enqueue a tick once);
+* :mod:`.guardrails` — queues whose backlog stays over a guardrail raise an alert that
+  resolves itself when it clears (leader only);
 * :mod:`.leader` — the lease row in ``durq_leaders`` that elects the leader.
 
 Each module has a ``run_once()`` that does one round; :class:`.loop.Maintenance` runs them

@@ -2,8 +2,9 @@
 
 Every worker reclaims expired leases (before its first claim and then every
 ``reclaim_interval``); only the holder of the ``maintenance`` leader lease enqueues
-periodic ticks and prunes. :meth:`Maintenance.step` is synchronous and does one round;
-the worker calls it from a database thread and sleeps for what it returns.
+periodic ticks, prunes and checks the backlog guardrails (every ``guardrail_interval``).
+:meth:`Maintenance.step` is synchronous and does one round; the worker calls it from a
+database thread and sleeps for what it returns.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import datetime
 from .._drivers import Driver
 from .._engine.schedule import PeriodicTask
 from ..settings import Settings
-from . import periodic, prune, reclaim
+from . import guardrails, periodic, prune, reclaim
 from .leader import LeaderLease
 
 __all__ = ["Maintenance"]
@@ -40,6 +41,7 @@ class Maintenance:
         enqueue_tick: periodic.EnqueueTick | None = None,
         reclaim_interval: float,
         prune_interval: float = 60.0,
+        guardrail_interval: float = 30.0,
         leader_ttl: float = 10.0,
         on_reclaimed: Callable[[], None] | None = None,
     ) -> None:
@@ -52,12 +54,14 @@ class Maintenance:
         self.on_reclaimed = on_reclaimed
         self.reclaim_interval = reclaim_interval
         self.prune_interval = prune_interval
+        self.guardrail_interval = guardrail_interval
         self.leader = LeaderLease(driver, LEADER_ROLE, holder, ttl=leader_ttl)
         self.reclaimed = 0
         self.periodic_enqueued = 0
         self.pruned = 0
         self._next_reclaim = 0.0
         self._next_prune = 0.0
+        self._next_guardrails = 0.0
         self._ticks_done: dict[str, datetime] = {}
 
     def step(self) -> float:
@@ -82,6 +86,9 @@ class Maintenance:
                 self.pruned += sum(counts.values())
                 if any(counts.values()):
                     log.info("pruned finished jobs past retention: %s", counts)
+            if now >= self._next_guardrails:
+                self.check_guardrails()
+                self._next_guardrails = now + self.guardrail_interval
             tick = periodic.seconds_until_next_tick(self.schedules)
             if tick is not None:
                 wait = min(wait, tick)
@@ -103,6 +110,13 @@ class Maintenance:
                 job.worker_id,
                 job.state,
             )
+
+    def check_guardrails(self) -> guardrails.GuardrailRound:
+        try:
+            return guardrails.run_once(self.driver, self.settings)
+        except Exception as exc:  # health checks must never stop the worker
+            log.error("backlog guardrails round failed (%s: %s)", type(exc).__name__, exc)
+            return guardrails.GuardrailRound()
 
     def close(self) -> None:
         self.leader.release()

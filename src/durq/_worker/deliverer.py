@@ -80,6 +80,11 @@ class Deliverer:
         self.lease_seconds = lease_seconds
         self.poll = poll
         self.outcomes: Counter[str] = Counter()  # delivered, retried, dead_letter, lost
+        # Requests this process sent, and how the receivers answered (2xx or not; a
+        # request abandoned when its lease was lost counts as attempted only).
+        self.attempted = 0
+        self.succeeded = 0
+        self.failed = 0
         self.latencies: list[float] = []
         self.held: dict[int, OutboxEvent] = {}
         self._sending: dict[int, asyncio.Task[None]] = {}
@@ -129,6 +134,22 @@ class Deliverer:
         self.notifier.stop()
         if self._client is not None:
             await self._client.aclose()
+
+    def stats(self) -> dict[str, Any]:
+        """This process's deliveries: requests attempted, answered 2xx (succeeded) or not
+        (failed), and the outcomes written for them."""
+        return {
+            "attempted": self.attempted,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "outcomes": dict(self.outcomes),
+        }
+
+    def summary(self) -> str:
+        return (
+            f"deliveries: {self.attempted} attempted, {self.succeeded} succeeded, "
+            f"{self.failed} failed"
+        )
 
     def _wake_threadsafe(self, reason: str) -> None:
         loop = self._loop
@@ -192,6 +213,7 @@ class Deliverer:
             headers = self.signer.headers(event.owner, body, event.event_id)
             status: int | None = None
             error: str | None = None
+            self.attempted += 1  # counted when sent: a request cut off by a lost lease too
             try:
                 answer = await self._client.post(event.url, content=body, headers=headers)
                 status = answer.status_code
@@ -200,6 +222,10 @@ class Deliverer:
             except self._httpx.HTTPError as exc:
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
             self.latencies.append(time.monotonic() - started)
+            if error is None:
+                self.succeeded += 1
+            else:
+                self.failed += 1
         if event.id not in self.held:
             return  # the lease was lost while we sent: touch nothing
         self.completer.submit(event, delivery.outcome_write(event, status, error, self.policy))

@@ -103,5 +103,10 @@ class DeliveryWorker:
         self.ready.set()
         await self._stop.wait()
         await self.deliverer.stop()
-        log.info("delivery worker %s stopped (%s)", self.worker_id, dict(self.deliverer.outcomes))
+        log.info(
+            "delivery worker %s stopped (%s; outcomes %s)",
+            self.worker_id,
+            self.deliverer.summary(),
+            dict(self.deliverer.outcomes),
+        )
         return 0

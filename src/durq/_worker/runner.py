@@ -226,6 +226,7 @@ class Worker:
             "released": self.released,
             "lost": self.lost,
             "wakeups": dict(self.producer.wakeups),
+            "deliveries": self.deliverer.stats() if self.deliverer is not None else None,
         }
 
     # ---- start, wait, stop -------------------------------------------------------------
@@ -416,4 +417,7 @@ class Worker:
             parts.append(f"{self.released} released")
         if self.lost:
             parts.append(f"{self.lost} lost")
-        return ", ".join(parts) or "no jobs"
+        summary = ", ".join(parts) or "no jobs"
+        if self.deliverer is not None and self.deliverer.attempted:
+            summary += f"; {self.deliverer.summary()}"
+        return summary

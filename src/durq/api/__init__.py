@@ -1,5 +1,6 @@
 """durq's HTTP service: ``create_app(app)`` returns a FastAPI application."""
 
 from .factory import create_app
+from .job_metrics import JobMetricsCollector
 
-__all__ = ["create_app"]
+__all__ = ["JobMetricsCollector", "create_app"]

@@ -15,13 +15,16 @@ records. ``durq_breaker_open{key}`` is 1 for a paused breaker key (open or half-
 for a closed key with failures counted, for at most ``MAX_BREAKER_SERIES`` keys (paused
 ones first), so a label set stays bounded however many keys exist; ``durq_breakers_open``
 counts every paused key and ``durq_breaker_transitions_total{to="open"}`` how many times
-any breaker opened. HTTP metrics are labelled by route template, never by raw path or id.
+any breaker opened. ``durq_queue_degraded{queue}`` is 1 for a queue over a backlog
+guardrail now (the ``degraded`` flag of ``/v1/queues``). HTTP metrics are labelled by
+route template, never by raw path or id.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -39,30 +42,12 @@ from ..app import App
 from ..errors import DurqError
 from ..keys import Breaker
 from ..types import ACTIVE_STATES, JobState
+from .buckets import DURATION_BUCKETS, le
+from .job_metrics import JobMetricsCollector
 
 __all__ = ["DURATION_BUCKETS", "MAX_BREAKER_SERIES", "DatabaseCollector", "Metrics"]
 
 log = structlog.get_logger("durq.api")
-
-#: Upper bounds in seconds; ``metrics_attempts`` in api.sql buckets by the same bounds.
-DURATION_BUCKETS: tuple[float, ...] = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-    300.0,
-    900.0,
-    3600.0,
-)
 
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -94,6 +79,7 @@ class DatabaseCollector(Collector):
                 latencies = backend.outbox_latencies(ex)
                 breakers = backend.breaker_list(ex, failing_only=True, limit=MAX_BREAKER_SERIES)
                 paused, opened = backend.breaker_totals(ex)
+            health = self.app.queue_stats()
         except DurqError as exc:
             log.warning("metrics_database_error", error=str(exc))
             up.add_metric([], 0)
@@ -105,6 +91,18 @@ class DatabaseCollector(Collector):
         yield from _attempt_families(buckets)
         yield from _delivery_families(outbox, latencies)
         yield from _breaker_families(breakers, paused, opened)
+        yield _degraded_family(health)
+
+
+def _degraded_family(health: dict[str, dict[str, Any]]) -> Metric:
+    degraded = GaugeMetricFamily(
+        "durq_queue_degraded",
+        "1 if the queue is over a backlog guardrail now (p95 age of ready jobs or ready count)",
+        labels=["queue"],
+    )
+    for queue, stats in sorted(health.items()):
+        degraded.add_metric([queue], 1 if stats["degraded"] else 0)
+    return degraded
 
 
 def _breaker_families(breakers: list[Breaker], paused: int, opened: int) -> Iterator[Metric]:
@@ -175,7 +173,7 @@ def _attempt_families(buckets: list[AttemptBucket]) -> Iterator[Metric]:
         cum_buckets: list[tuple[str, float]] = []
         for bound, n in zip((*DURATION_BUCKETS, float("inf")), counts, strict=True):
             cumulative += n
-            cum_buckets.append((_le(bound), cumulative))
+            cum_buckets.append((le(bound), cumulative))
         duration.add_metric(list(key), cum_buckets, sums[key])
     retry_total = CounterMetricFamily(
         "durq_job_retries",
@@ -213,15 +211,11 @@ def _delivery_families(
         "Seconds from a state change to its webhook's delivery (latest 10,000 delivered)",
     )
     cum_buckets = [
-        (_le(bound), sum(1 for s in latencies if s <= bound))
+        (le(bound), sum(1 for s in latencies if s <= bound))
         for bound in (*DELIVERY_BUCKETS, float("inf"))
     ]
     latency.add_metric([], cum_buckets, sum(latencies))
     yield latency
-
-
-def _le(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(bound)
 
 
 class Metrics:
@@ -242,6 +236,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(DatabaseCollector(app))
+        self.registry.register(JobMetricsCollector(app))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         method = method if method in KNOWN_METHODS else "other"  # clients choose methods

@@ -113,6 +113,16 @@ def show(
             for a in attempts
         ],
     )
+    reported = [a for a in attempts if (a.processed, a.failed, a.summary) != (None, None, None)]
+    if reported:  # the run logs tasks wrote with ctx.report(...)
+        table(
+            "run logs",
+            ["#", "finished", "outcome", "processed", "failed", "summary"],
+            [
+                (a.attempt, a.finished_at, a.outcome, a.processed, a.failed, a.summary)
+                for a in reported
+            ],
+        )
     for a in attempts:
         if a.traceback:
             head = "\n".join(a.traceback.rstrip().splitlines()[-TRACEBACK_LINES:])

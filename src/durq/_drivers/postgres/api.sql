@@ -29,3 +29,11 @@ RETURNING id, owner, role, created_at, last_used_at, disabled_at
 -- name: api_notify_queue
 -- Wake idle workers listening on the queue's channel (delivered at commit).
 SELECT pg_notify('durq_jobs', :queue) AS notified
+
+-- name: metrics_job_args
+-- One task's stored jobs by state and the value of one argument (an application's own
+-- metric labels; '' for none), with the attempts after the first.
+SELECT state, CASE WHEN :arg = '' THEN NULL ELSE args ->> CAST(:arg AS TEXT) END AS label,
+       count(*) AS n,
+       coalesce(sum(GREATEST(attempt - 1, 0)), 0) AS retries
+FROM durq_jobs WHERE task = :task GROUP BY state, label

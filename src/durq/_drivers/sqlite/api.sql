@@ -29,3 +29,12 @@ RETURNING id, owner, role, created_at, last_used_at, disabled_at
 -- name: api_notify_queue
 -- SQLite workers poll; nothing to wake.
 SELECT 1 AS ok
+
+-- name: metrics_job_args
+-- One task's stored jobs by state and the value of one argument (an application's own
+-- metric labels; '' for none), with the attempts after the first.
+SELECT state,
+       CASE WHEN :arg = '' THEN NULL ELSE CAST(json_extract(args, '$.' || :arg) AS TEXT) END
+           AS label, count(*) AS n,
+       coalesce(sum(max(attempt - 1, 0)), 0) AS retries
+FROM durq_jobs WHERE task = :task GROUP BY state, label
