@@ -16,7 +16,7 @@ from datetime import datetime
 from .._drivers import Driver
 from .._engine.schedule import PeriodicTask
 from ..settings import Settings
-from . import periodic, prune, reclaim
+from . import periodic, prune, reclaim, rollup
 from .leader import LeaderLease
 
 __all__ = ["Maintenance"]
@@ -40,6 +40,7 @@ class Maintenance:
         enqueue_tick: periodic.EnqueueTick | None = None,
         reclaim_interval: float,
         prune_interval: float = 60.0,
+        rollup_interval: float = 5.0,
         leader_ttl: float = 10.0,
         on_reclaimed: Callable[[], None] | None = None,
     ) -> None:
@@ -52,12 +53,15 @@ class Maintenance:
         self.on_reclaimed = on_reclaimed
         self.reclaim_interval = reclaim_interval
         self.prune_interval = prune_interval
+        self.rollup_interval = rollup_interval
         self.leader = LeaderLease(driver, LEADER_ROLE, holder, ttl=leader_ttl)
         self.reclaimed = 0
         self.periodic_enqueued = 0
         self.pruned = 0
         self._next_reclaim = 0.0
         self._next_prune = 0.0
+        self._next_rollup = 0.0
+        self._rollup_from: float | None = None
         self._ticks_done: dict[str, datetime] = {}
 
     def step(self) -> float:
@@ -82,11 +86,15 @@ class Maintenance:
                 self.pruned += sum(counts.values())
                 if any(counts.values()):
                     log.info("pruned finished jobs past retention: %s", counts)
+            if now >= self._next_rollup:
+                self._rollup_from = rollup.run_once(self.driver, self._rollup_from)
+                self._next_rollup = now + self.rollup_interval
             tick = periodic.seconds_until_next_tick(self.schedules)
             if tick is not None:
                 wait = min(wait, tick)
         else:
             self._ticks_done.clear()  # a new term starts from the database's view
+            self._rollup_from = None
         return max(0.01, wait)
 
     def reclaim(self) -> None:
