@@ -23,7 +23,7 @@ def test_queue_live_counts_counts_only_waiting_and_running_jobs(
 ) -> None:
     for queue in ("a", "a", "a", "b"):
         insert(driver, new_job(queue=queue))
-    running, done = claim(driver, queue="a", limit=2)
+    _running, done = claim(driver, queue="a", limit=2)
     finish(driver, done, states.complete())
     with driver.read() as ex:
         counts = driver.queue_live_counts(ex)
