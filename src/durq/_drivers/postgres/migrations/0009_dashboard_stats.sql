@@ -20,3 +20,8 @@ CREATE TABLE durq_stats_minutes (
 -- The dead-letter page groups by task and error code without reading other states.
 CREATE INDEX durq_jobs_dead_letter_idx ON durq_jobs (task, last_error_code)
     WHERE state = 'dead_letter';
+
+-- The overview counts waiting and running jobs per queue from this small index alone;
+-- finished jobs are not in it, however many are retained.
+CREATE INDEX durq_jobs_live_idx ON durq_jobs (queue, state)
+    WHERE state IN ('queued', 'retry_wait', 'running');
