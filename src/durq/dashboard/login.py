@@ -3,6 +3,8 @@ SameSite=strict, Secure over HTTPS); the key is checked exactly as the API check
 
 from __future__ import annotations
 
+import contextlib
+
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -57,10 +59,8 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     ui = dashboard(request)
-    try:
+    with contextlib.suppress(LoginRequired):  # already signed out: nothing to end
         await ui.action(request, "read")
-    except LoginRequired:
-        pass  # already signed out
     response = ui.redirect(request, "/login")
     response.delete_cookie(
         COOKIE_NAME, path=_cookie_path(request), httponly=True, samesite="strict"

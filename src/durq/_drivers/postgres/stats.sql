@@ -11,11 +11,13 @@ SELECT count(*) FILTER (WHERE attempt > 1) AS retries, count(*) AS attempts FROM
 -- ---- the dashboard's history (rolled up by maintenance) ----
 
 -- name: stats_attempts_since
--- Attempts finished at or after :since (epoch seconds): their queue, minute and outcome, and
--- the pickup latency where it is still known (the job's latest attempt, not rescheduled since).
+-- Attempts finished at or after :since (epoch seconds): their queue, minute and outcome (a
+-- failed attempt that left its job dead-lettered counts as dead_letter), and the pickup
+-- latency where it is still known (the job's latest attempt, not rescheduled since).
 SELECT j.queue,
        CAST(floor(EXTRACT(EPOCH FROM a.finished_at) / 60) * 60 AS bigint) AS minute,
-       a.outcome,
+       CASE WHEN a.outcome = 'failed' AND a.claim_version = j.claim_version
+                 AND j.state = 'dead_letter' THEN 'dead_letter' ELSE a.outcome END AS outcome,
        CASE WHEN a.claim_version = j.claim_version AND a.started_at IS NOT NULL
                  AND j.state IN ('succeeded', 'dead_letter', 'cancelled')
             THEN EXTRACT(EPOCH FROM a.started_at - j.run_at) END AS pickup_s

@@ -25,3 +25,9 @@ CREATE INDEX durq_jobs_dead_letter_idx ON durq_jobs (task, last_error_code)
 -- finished jobs are not in it, however many are retained.
 CREATE INDEX durq_jobs_live_idx ON durq_jobs (queue, state)
     WHERE state IN ('queued', 'retry_wait', 'running');
+
+-- Ready ages (oldest, p95) per queue: SQLite uses a partial index only when the query
+-- names its exact condition, so the ready index (which also excludes limited jobs) is no
+-- help here; PostgreSQL combines the ready and limited indexes instead.
+CREATE INDEX durq_jobs_waiting_idx ON durq_jobs (queue, run_at)
+    WHERE state IN ('queued', 'retry_wait');
