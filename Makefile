@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml constraints.txt
 	@command -v pgbouncer >/dev/null || command -v /usr/sbin/pgbouncer >/dev/null || \
 		((apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer) >/dev/null 2>&1) || \
 		echo "pgbouncer not installed (no apt?): the PgBouncer tests will skip" >&2
+	@# Chromium for the dashboard's browser tests (Debian's package, driven by Playwright).
+	@command -v chromium >/dev/null || \
+		((apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1) || \
+		echo "chromium not installed (no apt?): the dashboard's browser tests will skip" >&2
 	@touch $(STAMP)
 
 install: $(STAMP)
