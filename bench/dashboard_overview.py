@@ -89,11 +89,18 @@ def timings(samples: list[float]) -> dict[str, float]:
 
 
 def serve(url: str, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DURQ_DATABASE_URL": url, "DURQ_API_RATE_LIMIT_PER_SECOND": "0",
-           "DURQ_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DURQ_DATABASE_URL": url,
+        "DURQ_API_RATE_LIMIT_PER_SECOND": "0",
+        "DURQ_LOG_LEVEL": "WARNING",
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "durq.cli.main", "serve", "--port", str(port)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
@@ -149,7 +156,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument(
         "--admin-url",
-        default=os.environ.get("DURQ_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+        default=os.environ.get(
+            "DURQ_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
     )
     args = parser.parse_args()
     url = pgdb.create(args.admin_url, "ui")

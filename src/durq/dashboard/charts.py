@@ -41,7 +41,7 @@ def throughput_chart(queue: str, history: Sequence[MinuteStats]) -> Markup:
     plot = HEIGHT - 2 * PAD
     bars = []
     for i, m in enumerate(history):
-        y = HEIGHT - PAD
+        y = float(HEIGHT - PAD)
         for value, colour in ((m.succeeded, OK), (m.failed, FAILED), (m.dead_letter, DEAD)):
             if value:
                 h = value / peak * plot

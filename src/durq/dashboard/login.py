@@ -23,7 +23,7 @@ router = APIRouter()
 
 
 def _cookie_path(request: Request) -> str:
-    return request.scope.get("root_path", "").rstrip("/") + "/"
+    return str(request.scope.get("root_path", "")).rstrip("/") + "/"
 
 
 @router.get("/login", response_class=HTMLResponse)
