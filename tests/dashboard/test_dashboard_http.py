@@ -201,3 +201,16 @@ def test_pause_and_resume_a_queue_from_the_overview(ui: Ui) -> None:
     assert "Resume mail" in page and 'class="badge warn">paused' in page
     client.post("/ui/queues/mail/resume", data={"csrf_token": ui.csrf(client)})
     assert "Pause mail" in client.get("/ui/").text
+
+
+def test_bad_addresses_and_ended_sessions_answer_readable_pages(ui: Ui) -> None:
+    client = ui.client("operator")
+    bad = client.get("/ui/jobs/not-a-number")
+    assert bad.status_code == 400 and "<h1>Error 400</h1>" in bad.text
+    missing = client.get("/ui/jobs/999999")
+    assert missing.status_code == 404 and "999999" in missing.text
+    unknown_state = client.get("/ui/jobs", params={"state": "melted"})
+    assert unknown_state.status_code == 422 and "unknown state" in unknown_state.text
+    ended = ui.client()
+    refresh = ended.get("/ui/overview/panel", headers={"HX-Request": "true"})
+    assert (refresh.status_code, refresh.headers["HX-Redirect"]) == (401, "/ui/login")

@@ -65,13 +65,15 @@ async def bulk(request: Request) -> Response:
     changed = 0
     for job_id in ids:
         try:
-            visible_job(user, ui, job_id)
+            before = visible_job(user, ui, job_id)
             if action == "requeue":
                 changed += 0 if app.requeue(job_id).idempotent else 1
             else:
-                changed += 1 if app.cancel(job_id) is not None else 0
+                after = app.cancel(job_id)
+                # A finished job is left as it was; a running one is asked to stop.
+                changed += int(after.state != before.state or after.cancel_requested)
         except JobNotFound:
-            continue
+            continue  # pruned meanwhile, or another owner's: nothing to do
     log.info(
         "dashboard_bulk", action=action, selected=len(ids), changed=changed, by=user.principal.owner
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
@@ -52,9 +53,19 @@ def create_dashboard(app: App | Service, settings: Settings | None = None) -> Fa
     @ui.exception_handler(LoginRequired)
     async def _login_required(request: Request, exc: LoginRequired) -> Response:
         dash: Dashboard = ui.state.dashboard
-        if request.method == "GET" and not request.headers.get("HX-Request"):
+        if request.headers.get("HX-Request"):  # a refresh: send the whole page to sign in
+            login_url = dash.redirect(request, "/login").headers["location"]
+            return Response(status_code=401, headers={"HX-Redirect": login_url})
+        if request.method == "GET":
             return dash.redirect(request, "/login")
         return error_page(request, 401, "your session ended: sign in again")
+
+    @ui.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors()
+        )
+        return error_page(request, 400, f"this address is not one the dashboard knows: {problems}")
 
     @ui.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> Response:
