@@ -8,6 +8,7 @@ import re
 import durq
 from durq import testing
 from durq.api.keys import KeyService
+from durq.keys import BreakerRule
 
 from .conftest import ROLES, Ui
 
@@ -214,3 +215,26 @@ def test_bad_addresses_and_ended_sessions_answer_readable_pages(ui: Ui) -> None:
     ended = ui.client()
     refresh = ended.get("/ui/overview/panel", headers={"HX-Request": "true"})
     assert (refresh.status_code, refresh.headers["HX-Redirect"]) == (401, "/ui/login")
+
+
+def test_an_operator_acknowledges_an_alert_and_resets_a_breaker(ui: Ui) -> None:
+    ui.app.breakers["smtp"] = BreakerRule(threshold=1, pause=600)
+
+    @ui.app.task(max_attempts=3)
+    def send(n: int) -> None:
+        raise RuntimeError("smtp down")
+
+    ui.app.enqueue("send", {"n": 1}, breaker_key="smtp")
+    testing.drain(ui.app)
+    (alert,) = ui.app.list_alerts(state="open")
+    viewer = ui.client("viewer").get("/ui/breakers").text
+    assert 'data-breaker="smtp"' in viewer and "Reset smtp" not in viewer
+    client = ui.client("operator")
+    page = client.get("/ui/breakers").text
+    assert "Reset smtp" in page and f"Acknowledge alert {alert.id}" in page
+    token = ui.csrf(client)
+    assert client.post(f"/ui/alerts/{alert.id}/ack", data={"csrf_token": token}).status_code == 303
+    assert ui.app.list_alerts(state="open")[0].acked_at is not None
+    assert client.post("/ui/breakers/smtp/reset", data={"csrf_token": token}).status_code == 303
+    assert ui.app.get_breaker("smtp").state == "closed"
+    assert ui.app.list_alerts(state="open") == []  # resetting resolves the breaker's alert
