@@ -123,6 +123,24 @@ def test_browser_sign_in_as_each_role(browser: Any, stack: Stack) -> None:
         page.context.close()
 
 
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
+def test_the_read_pages_work_with_javascript_off(browser: Any, stack: Stack) -> None:
+    job = stack.app.enqueue("noop", {"n": 42}, queue="burst", created_by="acme", delay=3600)
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(f"{stack.url}/login")
+    page.get_by_label("API key").fill(stack.keys["viewer"])
+    page.get_by_role("button", name="Sign in").click()  # a plain form post
+    page.wait_for_url(f"{stack.url}/")
+    assert page.locator('section[data-queue="burst"] [data-count="queued"]').inner_text() != "0"
+    assert page.locator("svg.chart title").first.text_content() == "Throughput of burst"
+    page.goto(f"{stack.url}/jobs?queue=burst")
+    page.get_by_role("link", name=str(job.id), exact=True).click()
+    assert page.locator("#job-state").inner_text() == "queued"
+    assert '"n": 42' in page.locator("main").inner_text()
+    context.close()
+
+
 @pytest.mark.parametrize("stack", ["postgresql"], indirect=True)
 def test_operator_requeues_a_dead_letter_from_the_job_page_and_it_succeeds(
     browser: Any, stack: Stack, tmp_path: Path

@@ -238,3 +238,17 @@ def test_an_operator_acknowledges_an_alert_and_resets_a_breaker(ui: Ui) -> None:
     assert client.post("/ui/breakers/smtp/reset", data={"csrf_token": token}).status_code == 303
     assert ui.app.get_breaker("smtp").state == "closed"
     assert ui.app.list_alerts(state="open") == []  # resetting resolves the breaker's alert
+
+
+def test_a_login_posted_from_another_site_is_refused(ui: Ui) -> None:
+    client = ui.client()
+    forged = client.post(
+        "/ui/login",
+        data={"api_key": ui.keys["operator"]},
+        headers={"Origin": "https://attacker.example"},
+    )
+    assert forged.status_code == 403 and "set-cookie" not in forged.headers
+    same_site = client.post(
+        "/ui/login", data={"api_key": ui.keys["operator"]}, headers={"Origin": "http://testserver"}
+    )
+    assert same_site.status_code == 303 and "durq_session=" in same_site.headers["set-cookie"]

@@ -4,10 +4,12 @@ SameSite=strict, Secure over HTTPS); the key is checked exactly as the API check
 from __future__ import annotations
 
 import contextlib
+from urllib.parse import urlsplit
 
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from starlette.exceptions import HTTPException
 
 from ..api.auth import authenticate
 from ..api.errors import ApiError
@@ -35,6 +37,10 @@ def login_form(request: Request) -> HTMLResponse:
 @router.post("/login")
 async def login(request: Request) -> Response:
     ui = dashboard(request)
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        # A form on another site must not sign this browser in (login CSRF).
+        raise HTTPException(403, "sign in from this server's own login page")
     form = await read_form(request)
     plaintext = form.get("api_key").strip()
     try:
