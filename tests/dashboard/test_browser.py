@@ -177,9 +177,21 @@ def test_bulk_requeue_of_20_selected_jobs(browser: Any, stack: Stack, tmp_path: 
     page.get_by_role("button", name="Requeue selected").click()
     assert page.get_by_role("heading", level=1).inner_text() == "Requeue 20 jobs?"
     assert {stack.app.get_job(i).state for i in ids} == {"dead_letter"}  # not before confirming
+    stack.app.pause_queue("default")  # hold them queued until the list is on screen
     page.get_by_role("button", name="Requeue 20 jobs").click()
     assert "Requeued 20 jobs of 20 selected" in page.get_by_role("status").inner_text()
+    first = page.locator(f'tr[data-job="{ids[0]}"] [data-state]')
+    assert first.inner_text() == "queued"
+    # The job list refreshes itself: the rows turn succeeded without a reload.
+    page.evaluate("window.durqNoReload = true")
+    stack.app.resume_queue("default")
     wait_state(stack, ids, "succeeded")
+    page.wait_for_function(
+        'ids => ids.every(id => document.querySelector(`tr[data-job="${id}"] [data-state]`)'
+        "?.innerText === 'succeeded')",
+        arg=ids,
+    )
+    assert page.evaluate("window.durqNoReload") is True
     page.context.close()
 
 
