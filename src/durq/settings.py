@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     # answering 202 with the job still pending.
     api_sync_wait_seconds: float = Field(30.0, gt=0, le=600)
 
+    # dashboard (/ui): the key that signs session cookies (unset: a random one per process,
+    # so sessions end at a restart; set it when several server processes serve /ui)
+    dashboard_session_secret: SecretStr | None = None
+    dashboard_session_seconds: float = Field(8 * 3600, gt=0)
+    dashboard_refresh_seconds: float = Field(2.0, ge=0.5)
+
     # outbox delivery (webhooks): batch, concurrency, retries with full jitter
     webhook_batch_size: int = Field(10, ge=1, le=25)
     webhook_concurrency: int = Field(5, ge=1, le=100)
