@@ -410,8 +410,17 @@ class Worker:
         if not self.inflight.running():
             return
         self.executor.release_all()
-        hard = self.settings.shutdown_hard_timeout
-        if not await self._stopped_by(loop.time() + hard):
+        hard = loop.time() + self.settings.shutdown_hard_timeout
+        if await self._stopped_by(min(hard, loop.time() + 0.1)):
+            return  # every cancel landed
+        log.warning(
+            "worker %s: %d job(s) still running after the shutdown timeout; keeping their "
+            "leases (heartbeated) until their code stops, for at most %gs more",
+            self.worker_id,
+            len(self.inflight.running()),
+            self.settings.shutdown_hard_timeout,
+        )
+        if not await self._stopped_by(hard):
             self.left_running = self.executor.leave_running()
 
     async def _stopped_by(self, deadline: float) -> bool:
