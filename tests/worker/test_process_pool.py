@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import durq
+from durq._worker.processes import ImportPath
 from durq.states import Crashed, outcome_to_change
 
 from . import pool_app
@@ -109,3 +110,14 @@ def test_a_crash_is_a_retryable_failure_under_the_jobs_policy() -> None:
         "crashed",
         crash.message,
     )
+
+
+def test_a_worker_built_in_python_finds_its_apps_import_path(
+    make_app: Callable[..., durq.App],
+) -> None:
+    found = ImportPath.of(pool_app.app)
+    assert found is not None and found.spec == "tests.worker.pool_app:app"
+    assert found() is pool_app.app  # what a task process loads: the same App, by import
+
+    with pytest.raises(durq.ConfigurationError, match="no module's attribute"):
+        durq.Worker(make_app(), pool="process")  # built in a test: nowhere to import it from

@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +43,7 @@ from ..settings import Settings
 from ..types import Job
 from .config import WorkerApp
 
-__all__ = ["AppLoader", "Reply", "TaskProcesses", "describe_exit"]
+__all__ = ["AppLoader", "ImportPath", "Reply", "TaskProcesses", "describe_exit"]
 
 log = logging.getLogger("durq.worker")
 
@@ -55,6 +57,35 @@ Reply = FinishRequest | states.Crashed | None
 START_TIMEOUT = 60.0
 #: How often a child checks that its worker is still alive.
 PARENT_CHECK_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ImportPath:
+    """Loads the App in a task process from ``module:attribute``, on ``database_url``:
+    the loader for an App built in Python (the CLI passes its own ``import_app``)."""
+
+    spec: str
+    database_url: str
+
+    @classmethod
+    def of(cls, app: WorkerApp) -> ImportPath | None:
+        """Where ``app`` can be imported from: a module attribute that is ``app`` (not
+        in ``__main__``, which a task process does not run), or None."""
+        for name, module in list(sys.modules.items()):
+            if name in ("__main__", "__mp_main__") or module is None:
+                continue
+            for attribute, value in list(getattr(module, "__dict__", {}).items()):
+                if value is app:
+                    return cls(f"{name}:{attribute}", app.settings.database_url)
+        return None
+
+    def __call__(self) -> WorkerApp:
+        module, _, attribute = self.spec.partition(":")
+        app: Any = getattr(importlib.import_module(module), attribute)
+        if app.settings.database_url != self.database_url:
+            app.settings = app.settings.model_copy(update={"database_url": self.database_url})
+            app.close()  # its next use connects to the worker's database
+        return app  # type: ignore[no-any-return]
 
 
 def describe_exit(pid: int | None, exitcode: int | None) -> str:

@@ -46,7 +46,7 @@ from .executor import Executor
 from .heartbeater import Heartbeater
 from .inflight import InFlightJobs
 from .notifier import Notifier
-from .processes import AppLoader, TaskProcesses
+from .processes import AppLoader, ImportPath, TaskProcesses
 from .producer import Producer
 
 __all__ = ["Worker"]
@@ -483,12 +483,14 @@ def task_processes(
     isolated = frozenset(name for name, task in app.tasks.items() if task.isolated)
     if not every_task and not isolated:
         return None
+    loader = loader or ImportPath.of(app)
     if loader is None:
         why = "pool='process'" if every_task else f"isolated tasks ({', '.join(sorted(isolated))})"
         raise ConfigurationError(
-            f"{why} need the App's import path to load it in task processes: run "
-            "`durq worker --app module:attribute`, or pass app_loader= (a picklable "
-            "function that returns the App)"
+            f"{why} need the App's import path to load it in task processes, and this App "
+            "is no module's attribute: define it at module level (app = durq.App() in "
+            "myproj/jobs.py), run `durq worker --app myproj.jobs:app`, or pass app_loader= "
+            "(a picklable function that returns the App)"
         )
     return TaskProcesses(
         loader,
