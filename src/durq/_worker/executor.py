@@ -160,16 +160,8 @@ class Executor:
             self._finish(entry, self._request(entry, states.cancel_running()))
         elif entry.stopping:
             self._release(entry)  # killed by shutdown: its code has stopped
-        else:
-            log.error(
-                "job %s (%s): %s",
-                job.id,
-                job.task,
-                reply.message,
-                extra=self.log_fields(job) | {"error_code": states.CRASHED},
-            )
-            change = next_change(job, reply)
-            self._finish(entry, self._request(entry, change))
+        else:  # logged with its outcome, like any failure
+            self._finish(entry, self._request(entry, next_change(job, reply)))
 
     def _request(self, entry: InFlight, change: states.Change) -> FinishRequest:
         job = entry.job

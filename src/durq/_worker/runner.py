@@ -61,6 +61,8 @@ T = TypeVar("T")
 SPARE_TASK_THREADS = 4
 #: How long shutdown waits for the last outcomes to be written.
 FLUSH_TIMEOUT = 15.0
+#: How long closing the loop waits for its last tasks to take their cancel.
+CLOSE_TIMEOUT = 5.0
 
 
 class Worker:
@@ -504,15 +506,25 @@ def task_processes(
 
 def _close_loop(loop: asyncio.AbstractEventLoop, *, wait_for_tasks: bool) -> None:
     """Close the worker's loop like ``asyncio.run``, except that a task left running past
-    the hard shutdown deadline is not waited for (it may ignore every cancel)."""
+    the hard shutdown deadline is not waited for, nor (briefly bounded) one that ignores
+    this last cancel: either would hold the exit forever."""
     try:
-        if wait_for_tasks:
-            tasks = asyncio.all_tasks(loop)
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+        if not wait_for_tasks:
+            return
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=CLOSE_TIMEOUT))
+            for task in done:
+                if not task.cancelled():
+                    task.exception()  # retrieved: the worker already logged what mattered
+            if pending:
+                log.warning(
+                    "%d task(s) ignored the cancel at exit; not waiting for them", len(pending)
+                )
+                return
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
     finally:
         loop.close()
