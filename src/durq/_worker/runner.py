@@ -61,6 +61,8 @@ T = TypeVar("T")
 SPARE_TASK_THREADS = 4
 #: How long shutdown waits for the last outcomes to be written.
 FLUSH_TIMEOUT = 15.0
+#: How long shutdown lets cancelled tasks stop before it says some will not.
+CANCEL_GRACE = 0.1
 #: How long closing the loop waits for its last tasks to take their cancel.
 CLOSE_TIMEOUT = 5.0
 
@@ -71,6 +73,10 @@ class Worker:
     ``Worker(app, concurrency=8).run()`` blocks and returns the exit code; from another
     thread, :meth:`request_stop` starts a graceful shutdown. Options left as None come
     from ``app.settings`` (``DURQ_*``), validated; ``app`` itself is not changed.
+
+    ``pool="process"`` runs every task in a task process (``isolated=True`` tasks run in
+    one whatever the pool), loaded by ``app_loader`` or else by the module attribute that
+    holds ``app``: a crash there fails only its job's attempt (:mod:`.processes`).
 
     Every part is built here, before :meth:`run`: the producer (claims), the completer
     (fenced writes), the heartbeater, the notifier and maintenance. ``run`` only starts
@@ -209,12 +215,14 @@ class Worker:
         if install_signals is None:
             install_signals = threading.current_thread() is threading.main_thread()
         loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)  # as asyncio.run does
         try:
             self.exit_code = loop.run_until_complete(self._main(install_signals))
         finally:
             try:
                 _close_loop(loop, wait_for_tasks=not self.left_running)
             finally:
+                asyncio.set_event_loop(None)
                 self.finished.set()
         return self.exit_code
 
@@ -413,7 +421,7 @@ class Worker:
             return
         self.executor.release_all()
         hard = loop.time() + self.settings.shutdown_hard_timeout
-        if await self._stopped_by(min(hard, loop.time() + 0.1)):
+        if await self._stopped_by(loop.time() + CANCEL_GRACE):
             return  # every cancel landed
         log.warning(
             "worker %s: %d job(s) still running after the shutdown timeout; keeping their "
