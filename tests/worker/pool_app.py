@@ -43,6 +43,13 @@ async def async_neighbour() -> dict[str, Any]:
     return {"pid": os.getpid()}
 
 
+@app.task(isolated=True, timeout=0.3, max_attempts=1)
+def overruns(log: str) -> None:
+    """Runs past its timeout: the thread it leaves must die with its task process."""
+    _append(log, "start")
+    time.sleep(30)
+
+
 @app.task(retry=durq.Fixed([0]), max_attempts=3)
 async def swallow_cancel(log: str, gate: str, seconds: float) -> dict[str, Any]:
     """Ignores every cancel and runs until ``gate`` exists or ``seconds`` pass."""

@@ -95,6 +95,21 @@ def test_isolated_job_is_cancelled_by_killing_its_process(
     assert worker.proc.poll() is None
 
 
+def test_isolated_task_past_its_timeout_takes_its_thread_down_with_its_process(
+    app: durq.App, spawn: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    log = str(tmp_path / "runs.log")
+    job = app.enqueue("overruns", {"log": log})  # isolated=True, timeout=0.3
+    worker = spawn(app=APP)
+    wait_until(all_in(app, [job], "dead_letter"), timeout=30, what="the timeout's outcome")
+
+    assert app.get_job(job.id).last_error_code == "JobTimeout"
+    ((_, child_pid),) = pool_app.executions(log)
+    assert child_pid != worker.pid
+    assert not pool_app._alive(child_pid)  # gone before its outcome was written
+    assert worker.proc.poll() is None
+
+
 def test_a_crash_is_a_retryable_failure_under_the_jobs_policy() -> None:
     crash = Crashed("the task's process (pid 7) exited with code 1")
     retry = outcome_to_change(attempt=1, max_attempts=3, policy=durq.Fixed([5]), outcome=crash)

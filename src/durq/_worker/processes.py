@@ -302,21 +302,23 @@ def child_main(conn: Any, loader: AppLoader, options: _Options) -> None:
             signer=signer_from_settings(s),
             refresh_timeout=s.refresh_timeout,
         )
+        with app.driver.read():  # connect now: a bad database fails the start, not a job
+            pass
     except BaseException as exc:
         conn.send(("error", f"loading the App failed: {type(exc).__name__}: {exc}"))
         os._exit(3)
     conn.send(("ready", os.getpid()))
-    threads = threading.active_count()
     done = 0
     while True:
         try:
             job, trace_context = conn.recv()
         except (EOFError, OSError):
             break  # the worker closed the pipe, or is gone
+        before = set(threading.enumerate())
         reply = _run_one(runtime, job, options.worker_id, trace_context)
         done += 1
-        # A task that timed out leaves its thread running: retire, so it ends with us.
-        retiring = threading.active_count() > threads or (
+        # A sync task past its timeout leaves its thread running: retire, so it ends with us.
+        retiring = _left_threads(before) or (
             options.max_tasks is not None and done >= options.max_tasks
         )
         try:
@@ -340,6 +342,11 @@ def _run_one(
     except Exception as exc:  # conclude() guards its rule; this is the last line
         change = unwritable(f"{type(exc).__name__}: {exc}")
         return FinishRequest.for_job(job, worker_id, change, execution.runtime_ms)
+
+
+def _left_threads(before: set[threading.Thread]) -> bool:
+    """Did the job leave a (non-daemon) thread running?"""
+    return any(t.is_alive() and not t.daemon for t in threading.enumerate() if t not in before)
 
 
 def _unsendable(job: Job, worker_id: str, why: str) -> FinishRequest:
