@@ -50,7 +50,6 @@ def overruns(log: str) -> None:
     time.sleep(30)
 
 
-@app.task(retry=durq.Fixed([0]), max_attempts=3)
 async def swallow_cancel(log: str, gate: str, seconds: float) -> dict[str, Any]:
     """Ignores every cancel and runs until ``gate`` exists or ``seconds`` pass."""
     _record(log, "start")
@@ -62,6 +61,10 @@ async def swallow_cancel(log: str, gate: str, seconds: float) -> dict[str, Any]:
             _record(log, "cancel-ignored")
     _record(log, "end")
     return {"pid": os.getpid()}
+
+
+app.task(name="swallow_cancel", retry=durq.Fixed([0]), max_attempts=3)(swallow_cancel)
+app.task(name="swallow_timeout", timeout=0.3, max_attempts=1)(swallow_cancel)
 
 
 @app.task(retry=durq.Fixed([0]), max_attempts=3)

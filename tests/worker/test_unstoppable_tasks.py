@@ -84,6 +84,27 @@ def test_async_task_swallowing_cancellation_is_not_released_while_it_runs(
     assert [e for e, _ in events].count("start") == 1 and ("overlap", second.pid) not in events
 
 
+def test_async_task_ignoring_its_timeout_keeps_its_lease_until_it_stops(
+    app: durq.App, spawn: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    log, gate = str(tmp_path / "runs.log"), tmp_path / "gate"
+    job = app.enqueue("swallow_timeout", {"log": log, "gate": str(gate), "seconds": 60})
+    worker = spawn(*FAST_LEASES, app=APP)  # the task's timeout is 0.3 s
+    wait_until(
+        lambda: "cancel-ignored" in [e for e, _ in pool_app.executions(log)],
+        timeout=30,
+        what="the task to ignore its timeout's cancel",
+    )
+    wait_until(_held_or_let_go(app, job, worker.worker_id, beats=3), what="heartbeats")
+    held = app.get_job(job.id)
+    assert (held.state, held.worker_id) == ("running", worker.worker_id)
+
+    gate.touch()  # it stops: only now is its timeout written
+    wait_until(lambda: app.get_job(job.id).state == "dead_letter", what="the timeout's outcome")
+    assert app.get_job(job.id).last_error_code == "JobTimeout"
+    assert [a.outcome for a in app.attempts(job.id)] == ["failed"]
+
+
 def test_sigterm_keeps_a_sync_task_leased_until_it_returns(
     app: durq.App, spawn: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
