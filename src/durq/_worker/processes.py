@@ -163,8 +163,10 @@ class _Child:
 
     def close(self, timeout: float) -> None:
         """Ask an idle child to exit (it reads the end of its pipe), then make sure."""
-        self.conn.close()
-        if self.started:
+        self.conn.close()  # closing twice is harmless
+        if not self.started:
+            self._child_conn.close()
+        else:
             self.proc.join(timeout)
             if self.proc.is_alive():
                 self.kill()
@@ -178,10 +180,17 @@ class _Child:
         if message is not None and message[0] == "ready":
             return None
         self.retired = True
-        if message is None:
-            return self._crashed()
-        self.proc.join(START_TIMEOUT)
-        return states.Crashed(f"the task process could not start: {message[1]}")
+        if message is not None:
+            self.proc.join(START_TIMEOUT)
+            return states.Crashed(f"the task process could not start: {message[1]}")
+        hung = self.proc.is_alive()
+        crash = self._crashed()
+        if not hung:
+            return crash
+        return states.Crashed(
+            f"the task process did not start within {START_TIMEOUT:g}s (importing the App "
+            "or connecting to the database hangs there)"
+        )
 
     def _receive(self, timeout: float | None) -> tuple[Any, ...] | None:
         """The child's next message, or None if it died (or ``timeout`` passed)."""
@@ -257,6 +266,8 @@ class TaskProcesses:
         for child in self._busy.values():
             child.kill()
         idle, self._idle = self._idle, []
+        for child in idle:
+            child.conn.close()  # all at once: each exits as it reads the end of its pipe
         for child in idle:
             child.close(timeout)
         self._threads.shutdown(wait=False, cancel_futures=True)
