@@ -46,7 +46,12 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(30.0, gt=0)
     heartbeat_seconds: float = Field(10.0, gt=0)
     shutdown_timeout: float = Field(30.0, ge=0)
+    # after shutdown_timeout: how long tasks that do not stop when asked keep their leases
+    shutdown_hard_timeout: float = Field(30.0, ge=0)
     listen_notify: bool = True
+    # "process": every task runs in a task process, so a crash fails only its attempt
+    pool: Literal["thread", "process"] = "thread"
+    max_tasks_per_child: int | None = Field(None, ge=1)  # a task process is replaced after N
 
     # maintenance retention
     prune_succeeded_seconds: float = Field(24 * 3600, ge=0)
