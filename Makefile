@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml constraints.txt
 	@command -v ffmpeg >/dev/null || \
 		((apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg) >/dev/null 2>&1) || \
 		echo "ffmpeg not installed (no apt?): the Euterpe transcode tests will skip" >&2
+	@# Chromium for the dashboard's browser tests (Debian's package, driven by Playwright).
+	@command -v chromium >/dev/null || \
+		((apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1) || \
+		echo "chromium not installed (no apt?): the dashboard's browser tests will skip" >&2
 	@touch $(STAMP)
 
 install: $(STAMP)

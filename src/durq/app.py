@@ -19,6 +19,7 @@ from ._engine.validate import build_new_job
 from .errors import SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
 from .inline import InlineRunner
+from .insights import InsightOperations
 from .jobmetrics import JobMetrics
 from .outbox import OutboxOperations
 from .reads import JobOperations
@@ -47,7 +48,14 @@ class EnqueueRequest:
         self.options = options
 
 
-class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegistry):
+class App(
+    JobOperations,
+    InlineRunner,
+    OutboxOperations,
+    KeyOperations,
+    InsightOperations,
+    TaskRegistry,
+):
     """A durq application: where jobs live and which tasks this process knows.
 
     ``App()`` reads ``DURQ_DATABASE_URL`` (default ``sqlite:///durq.db``).

@@ -278,8 +278,10 @@ def _print_summary(console: Console, s: dict[str, Any], url: str) -> None:
         f"  {durq} jobs list --database-url {url} --state dead_letter",
         f"  {durq} queues --database-url {url}",
         f"  {durq} workers --database-url {url}",
-        "See it in the HTTP API (docs at http://127.0.0.1:8000/docs):",
+        "See it in the HTTP API (docs at http://127.0.0.1:8000/docs) and the dashboard:",
         f"  DURQ_ENV=dev {durq} serve --database-url {url}",
+        "  then open http://127.0.0.1:8000/ui/ and sign in with the API key dev-operator-key",
+        "  (DURQ_ENV=dev creates development keys; elsewhere use `durq keys create`).",
     )
     for line in hints:
         console.print(line, soft_wrap=True, highlight=False)

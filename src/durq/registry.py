@@ -50,6 +50,7 @@ class TaskRegistry:
         timeout: float | None = None,
         classifier: Classifier | None = None,
         pass_context: Literal[False] = False,
+        isolated: bool = False,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     @overload
@@ -67,6 +68,7 @@ class TaskRegistry:
         timeout: float | None = None,
         classifier: Classifier | None = None,
         pass_context: Literal[True],
+        isolated: bool = False,
     ) -> Callable[[Callable[Concatenate[JobContext, P], R]], Task[P, R]]: ...
 
     def task(
@@ -83,12 +85,15 @@ class TaskRegistry:
         timeout: float | None = None,
         classifier: Classifier | None = None,
         pass_context: bool = False,
+        isolated: bool = False,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a task, e.g. ``@app.task(queue="images", retry=Fixed([60]))``.
 
         The task is typed by its function: ``resize.enqueue(image_id=7)`` is checked by
         mypy, and at run time against the signature. With ``pass_context=True`` the first
-        parameter receives the :class:`JobContext` and is not a job argument."""
+        parameter receives the :class:`JobContext` and is not a job argument. With
+        ``isolated=True`` a worker runs it in a task process of its own: a crash (an exit, a
+        segfault, a kill) fails only that attempt, recorded as ``crashed``."""
 
         def register(func: F) -> Task[Any, Any]:
             task_name = name or func.__name__
@@ -114,6 +119,7 @@ class TaskRegistry:
                 timeout=timeout,
                 classifier=classifier,
                 pass_context=pass_context,
+                isolated=isolated,
             )
             self.tasks[task_name] = task
             return task

@@ -49,7 +49,12 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(30.0, gt=0)
     heartbeat_seconds: float = Field(10.0, gt=0)
     shutdown_timeout: float = Field(30.0, ge=0)
+    # after shutdown_timeout: how long tasks that do not stop when asked keep their leases
+    shutdown_hard_timeout: float = Field(30.0, ge=0)
     listen_notify: bool = True
+    # "process": every task runs in a task process, so a crash fails only its attempt
+    pool: Literal["thread", "process"] = "thread"
+    max_tasks_per_child: int | None = Field(None, ge=1)  # a task process is replaced after N
 
     # maintenance retention
     prune_succeeded_seconds: float = Field(24 * 3600, ge=0)
@@ -86,6 +91,12 @@ class Settings(BaseSettings):
     # execution_mode "sync": how long a submit waits for a worker to finish the job before
     # answering 202 with the job still pending.
     api_sync_wait_seconds: float = Field(30.0, gt=0, le=600)
+
+    # dashboard (/ui): the key that signs session cookies (unset: a random one per process,
+    # so sessions end at a restart; set it when several server processes serve /ui)
+    dashboard_session_secret: SecretStr | None = None
+    dashboard_session_seconds: float = Field(8 * 3600, gt=0)
+    dashboard_refresh_seconds: float = Field(2.0, ge=0.5)
 
     # outbox delivery (webhooks): batch, concurrency, retries with full jitter
     webhook_batch_size: int = Field(10, ge=1, le=25)

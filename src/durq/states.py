@@ -9,7 +9,7 @@ attempt becomes the job's next state.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import InvalidTransition
@@ -17,8 +17,10 @@ from .retry import Fail, Retry, RetryPolicy, Snooze, TaskSignal, clamp_delay
 from .types import JobState
 
 __all__ = [
+    "CRASHED",
     "TRANSITIONS",
     "Change",
+    "Crashed",
     "Lost",
     "Outcome",
     "Success",
@@ -32,6 +34,9 @@ __all__ = [
 
 Q, R, W = JobState.QUEUED, JobState.RUNNING, JobState.RETRY_WAIT
 S, D, C = JobState.SUCCEEDED, JobState.DEAD_LETTER, JobState.CANCELLED
+
+#: The error code and attempt outcome of an attempt whose process died.
+CRASHED = "crashed"
 
 #: (from, to) -> the actions that make that change. Nothing else is allowed.
 TRANSITIONS: dict[tuple[JobState, JobState], frozenset[str]] = {
@@ -184,7 +189,17 @@ class Lost:
     message: str = "lease expired before the worker finished; the worker is presumed dead"
 
 
-Outcome = Success | Lost | BaseException
+@dataclass(frozen=True, slots=True)
+class Crashed:
+    """The process running the task died (an exit, a fatal signal) before it answered.
+
+    A retryable failure under the job's policy, like a lost lease: a crash is often
+    transient (memory, a flaky extension), and ``max_attempts`` bounds one that is not."""
+
+    message: str
+
+
+Outcome = Success | Lost | Crashed | BaseException
 
 
 def outcome_to_change(
@@ -201,13 +216,19 @@ def outcome_to_change(
     * success → ``succeeded``
     * ``Snooze`` → ``queued`` after its delay, attempt refunded
     * ``Fail`` → ``dead_letter`` now
-    * ``Retry``, lost lease, or any other exception → ``retry_wait`` after the delay
-      (explicit, else ``policy.delay_for(attempt)``) while ``attempt < max_attempts``,
+    * ``Retry``, lost lease, crashed process, or any other exception → ``retry_wait`` after
+      the delay (explicit, else ``policy.delay_for(attempt)``) while ``attempt < max_attempts``,
       else ``dead_letter``
     * a ``classifier`` may first map an exception to ``Retry``/``Fail``/``Snooze``.
     """
     if isinstance(outcome, Success):
         return complete(outcome.result)
+    if isinstance(outcome, Crashed):
+        if attempt >= max_attempts:
+            crash = dead_letter(CRASHED, outcome.message)
+        else:
+            crash = retry(policy.delay_for(attempt, rng), CRASHED, outcome.message)
+        return replace(crash, attempt_outcome=CRASHED)
     if isinstance(outcome, Lost):
         if attempt >= max_attempts:
             return dead_letter("lease_expired", outcome.message, lost=True)

@@ -46,6 +46,8 @@ class Task(Generic[P, R]):
     timeout: float | None = None
     classifier: Classifier | None = None
     pass_context: bool = False
+    #: Run in a task process of its own, so a crash fails only its attempt (worker.md).
+    isolated: bool = False
     is_async: bool = field(init=False)
     _signature: inspect.Signature = field(init=False, repr=False, compare=False)
     _names: frozenset[str] | None = field(init=False, repr=False, compare=False)

@@ -149,6 +149,15 @@ def test_the_wheel_declares_an_spdx_license_and_uncapped_core_dependencies(wheel
     assert {"api", "postgres-binary", "otel", "secrets", "webhooks", "dev", "bench"} <= extras
 
 
+def test_the_wheel_ships_the_dashboards_templates_and_assets(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    templates = {p.name for p in (ROOT / "src/durq/dashboard/templates").glob("*.html")}
+    assert {f"durq/dashboard/templates/{t}" for t in templates} <= names
+    for asset in ("htmx.min.js", "htmx.LICENSE.txt", "durq.css"):
+        assert f"durq/dashboard/static/{asset}" in names
+
+
 def _installed(venv_root: Path) -> set[str]:
     out = _run(
         [str(venv_root / "bin" / "python"), "-m", "pip", "list", "--format=freeze"], cwd=ROOT

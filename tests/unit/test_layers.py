@@ -1,7 +1,7 @@
 """The layers of durq, kept by a test: data flows one way.
 
     types, errors ← retry, settings ← states ← _drivers ← _engine, task, _tracing
-        ← _worker, _maintenance ← registry, app, aio, testing, wire ← api, cli, demo
+        ← _worker, _maintenance ← registry, app, aio, testing, wire ← api, cli, dashboard, demo
 
 A module may import from its own layer or lower ones, never higher; the module graph has
 no cycles; and imports sit at the top of a module, except the optional extras and the
@@ -36,8 +36,9 @@ LAYERS: list[set[str]] = [
         "wire",
         "webhooks",
         "outbox",
+        "insights",
     },
-    {"api", "cli", "demo", "__init__", "__main__"},
+    {"api", "cli", "dashboard", "demo", "__init__", "__main__"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

@@ -38,15 +38,15 @@ def test_sigterm_lets_running_jobs_finish_then_exits_0(
 def test_sigterm_releases_unfinished_jobs_without_spending_an_attempt(
     app: durq.App, spawn: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
+    # Async tasks stop when cancelled; a sync task cannot be stopped and keeps its lease
+    # until it returns (tests/worker/test_unstoppable_tasks.py).
     gate = str(tmp_path / "never-opened")
-    sync_job = app.enqueue("block", {"gate": gate})
-    async_job = app.enqueue("async_block", {"gate": gate})
+    held = [app.enqueue("async_block", {"gate": gate}) for _ in range(2)]
     worker = spawn("--concurrency", "2", "--shutdown-timeout", "0.5")
-    held = [sync_job, async_job]
     wait_until(all_in(app, held, "running"), what="both jobs to run")
 
     worker.signal(signal.SIGTERM)
-    assert worker.wait_exit() == 0  # the sync task's thread is still sleeping: not waited for
+    assert worker.wait_exit() == 0
 
     for job in held:
         after = app.get_job(job.id)

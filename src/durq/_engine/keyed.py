@@ -39,7 +39,7 @@ log = logging.getLogger("durq.breakers")
 
 BREAKER_CATEGORY = "circuit_breaker"
 DEAD_LETTER_CATEGORY = "dead_letter"
-_FAILED = frozenset({"failed", "lost"})
+_FAILED = frozenset({"failed", "lost", "crashed"})
 
 
 def enter(driver: Driver, ex: Executor, new: NewJob) -> NewJob:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import json
 import time
@@ -227,12 +228,23 @@ async def _bounded(task: Task[Any, Any], work: Awaitable[Any]) -> Any:
     try:
         done, _ = await asyncio.wait({future}, timeout=task.timeout)
     except asyncio.CancelledError:
-        future.cancel()
-        raise
+        await _stopped(future)
+        if future.cancelled():
+            raise
+        return future.result()  # it ignored the cancel and finished: that is its outcome
     if not done:
-        future.cancel()  # an async task stops; a thread cannot, and runs on unheeded
+        await _stopped(future)  # a thread cannot be stopped, and runs on unheeded
         raise _timeout(task)
     return future.result()
+
+
+async def _stopped(future: asyncio.Future[Any]) -> None:
+    """Cancel ``future`` and wait until its code really stopped: an async task that
+    swallows the cancel keeps its job (and lease) until it returns."""
+    future.cancel()
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({future})
 
 
 def _sync_with_timeout(task: Task[Any, Any], ctx: JobContext, job: Job) -> Any:

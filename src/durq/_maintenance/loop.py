@@ -17,7 +17,7 @@ from datetime import datetime
 from .._drivers import Driver
 from .._engine.schedule import PeriodicTask
 from ..settings import Settings
-from . import guardrails, periodic, prune, reclaim
+from . import guardrails, periodic, prune, reclaim, rollup
 from .leader import LeaderLease
 
 __all__ = ["Maintenance"]
@@ -42,6 +42,7 @@ class Maintenance:
         reclaim_interval: float,
         prune_interval: float = 60.0,
         guardrail_interval: float = 30.0,
+        rollup_interval: float = 5.0,
         leader_ttl: float = 10.0,
         on_reclaimed: Callable[[], None] | None = None,
     ) -> None:
@@ -55,6 +56,7 @@ class Maintenance:
         self.reclaim_interval = reclaim_interval
         self.prune_interval = prune_interval
         self.guardrail_interval = guardrail_interval
+        self.rollup_interval = rollup_interval
         self.leader = LeaderLease(driver, LEADER_ROLE, holder, ttl=leader_ttl)
         self.reclaimed = 0
         self.periodic_enqueued = 0
@@ -62,6 +64,8 @@ class Maintenance:
         self._next_reclaim = 0.0
         self._next_prune = 0.0
         self._next_guardrails = 0.0
+        self._next_rollup = 0.0
+        self._rollup_from: float | None = None
         self._ticks_done: dict[str, datetime] = {}
 
     def step(self) -> float:
@@ -89,11 +93,15 @@ class Maintenance:
             if now >= self._next_guardrails:
                 self.check_guardrails()
                 self._next_guardrails = now + self.guardrail_interval
+            if now >= self._next_rollup:
+                self._rollup_from = rollup.run_once(self.driver, self._rollup_from)
+                self._next_rollup = now + self.rollup_interval
             tick = periodic.seconds_until_next_tick(self.schedules)
             if tick is not None:
                 wait = min(wait, tick)
         else:
             self._ticks_done.clear()  # a new term starts from the database's view
+            self._rollup_from = None
         return max(0.01, wait)
 
     def reclaim(self) -> None:

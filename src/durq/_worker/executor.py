@@ -1,5 +1,11 @@
 """The executor: runs each claimed job as an asyncio task through the execution pipeline
-and hands its fenced write to the completer; reacts to lost leases and cancels."""
+(or in a task process, :mod:`.processes`) and hands its fenced write to the completer;
+reacts to lost leases and cancels.
+
+A job is released only once its code has stopped: shutdown cancels an async task and
+releases it when the cancel lands; a task that ignores the cancel, or a sync task in a
+thread (which cannot be interrupted), keeps its lease until it returns, and its real
+outcome is written; a job in a task process is stopped by killing its process."""
 
 from __future__ import annotations
 
@@ -11,11 +17,12 @@ from collections import Counter
 from .. import _tracing, states
 from .._drivers import FinishRequest
 from .._engine import pipeline
-from .._engine.policy import unwritable
+from .._engine.policy import next_change, unwritable
 from ..errors import LeaseLost
 from ..types import Job
 from .completer import Completer, Written
 from .inflight import InFlight, InFlightJobs, Phase
+from .processes import TaskProcesses
 
 __all__ = ["Executor"]
 
@@ -30,12 +37,15 @@ class Executor:
         worker_id: str,
         inflight: InFlightJobs,
         pool: concurrent.futures.Executor,
+        processes: TaskProcesses | None = None,
     ) -> None:
         self.runtime = runtime
         self.tasks = runtime.tasks
         self.worker_id = worker_id
         self.inflight = inflight
         self.pool = pool
+        #: Task processes, for ``--pool process`` or tasks registered ``isolated=True``.
+        self.processes = processes
         self.completer: Completer[InFlight, FinishRequest] | None = (
             None  # wired by the runner (it calls us back)
         )
@@ -44,16 +54,51 @@ class Executor:
         self.lost = 0
 
     def release_all(self) -> None:
-        """Release every job still running; the completer writes each release."""
-        leftovers = self.inflight.running()
+        """Stop every job still running and release each once its code has stopped (the
+        completer writes each release); a job whose code cannot be stopped keeps its
+        lease until it returns."""
+        leftovers = [e for e in self.inflight.running() if not e.stopping]
         if leftovers:
             log.info(
                 "shutdown timeout passed: releasing %d unfinished job(s) back to queued "
-                "without spending their attempt",
+                "without spending their attempt, each once its code has stopped",
                 len(leftovers),
             )
         for entry in leftovers:
-            self._release(entry)
+            entry.stopping = True
+            job = entry.job
+            task = self.tasks.get(job.task)
+            if self._isolated(entry):
+                self.processes.kill(job.id)  # type: ignore[union-attr]
+            elif task is not None and task.is_async and entry.task is not None:
+                entry.task.cancel()  # released when the cancel lands (_execute)
+            elif entry.task is not None:
+                log.warning(
+                    "job %s (%s): a sync task cannot be interrupted; it keeps its lease "
+                    "until its function returns, and that outcome is written",
+                    job.id,
+                    job.task,
+                    extra=self.log_fields(job),
+                )
+            else:
+                self._release(entry)
+
+    def leave_running(self) -> int:
+        """The hard shutdown deadline passed: give up on the jobs whose code still runs,
+        writing nothing (their leases are heartbeated until the process exits, then
+        expire, and the reclaimer takes them). Returns how many."""
+        stuck = self.inflight.running()
+        for entry in stuck:
+            self.inflight.set_phase(entry, Phase.ABANDONED)
+            log.error(
+                "job %s (%s): its code is still running past the hard shutdown deadline; "
+                "exiting without releasing it, so no other worker runs it meanwhile. Its "
+                "lease expires and the reclaimer retries it",
+                entry.job.id,
+                entry.job.task,
+                extra=self.log_fields(entry.job),
+            )
+        return len(stuck)
 
     def start_job(self, job: Job, trace_context: str | None = None) -> None:
         entry = self.inflight.add(job)
@@ -61,8 +106,14 @@ class Executor:
         loop = asyncio.get_running_loop()
         entry.task = loop.create_task(self._execute(entry), name=f"durq-job-{job.id}")
 
+    def _isolated(self, entry: InFlight) -> bool:
+        return self.processes is not None and self.processes.takes(entry.job.task)
+
     async def _execute(self, entry: InFlight) -> None:
         job = entry.job
+        if self.processes is not None and self.processes.takes(job.task):
+            await self._execute_in_process(entry)
+            return
         try:
             execution = await pipeline.run_async(
                 self.runtime, job, self.worker_id, self.pool, entry.trace_context
@@ -70,7 +121,9 @@ class Executor:
         except asyncio.CancelledError:
             if entry.phase is Phase.RUNNING and entry.cancel_requested:
                 self._finish(entry, self._request(entry, states.cancel_running()))
-            return  # released or abandoned: that path owns the job now
+            elif entry.phase is Phase.RUNNING and entry.stopping:
+                self._release(entry)  # the cancel landed: its code has stopped
+            return  # abandoned: that path owns the job now
         except BaseException as exc:  # SystemExit and the like, raised by a task
             task = self.tasks.get(job.task)
             execution = pipeline.Execution(job, task, exc, entry.runtime_ms, None)
@@ -91,6 +144,25 @@ class Executor:
             return
         self._finish(entry, req)
 
+    async def _execute_in_process(self, entry: InFlight) -> None:
+        """Run the job in a task process: it concludes there; a crash is its outcome."""
+        assert self.processes is not None
+        job = entry.job
+        reply = await self.processes.run(job, entry.trace_context)
+        if entry.phase is not Phase.RUNNING:
+            return  # abandoned while it ran (its process was killed)
+        if reply is None:  # the task itself hit LeaseLost through its context
+            self._abandon(entry, "the task's own fenced write found the lease lost")
+            return
+        if not isinstance(reply, states.Crashed):
+            self._finish(entry, reply)
+        elif entry.cancel_requested:
+            self._finish(entry, self._request(entry, states.cancel_running()))
+        elif entry.stopping:
+            self._release(entry)  # killed by shutdown: its code has stopped
+        else:  # logged with its outcome, like any failure
+            self._finish(entry, self._request(entry, next_change(job, reply)))
+
     def _request(self, entry: InFlight, change: states.Change) -> FinishRequest:
         job = entry.job
         return FinishRequest.for_job(job, self.worker_id, change, entry.runtime_ms)
@@ -103,8 +175,6 @@ class Executor:
 
     def _release(self, entry: InFlight) -> None:
         self.inflight.set_phase(entry, Phase.RELEASING)
-        if entry.task is not None:
-            entry.task.cancel()  # an async task stops here; a sync thread runs on, ignored
         assert self.completer is not None
         self.completer.submit(entry, self._request(entry, states.release()))
 
@@ -194,7 +264,9 @@ class Executor:
     def on_lost(self, entry: InFlight) -> None:
         if entry.phase is not Phase.RUNNING:
             return  # a queued outcome or release decides for itself, fenced
-        if entry.task is not None:
+        if self._isolated(entry):
+            self.processes.kill(entry.job.id)  # type: ignore[union-attr]
+        elif entry.task is not None:
             entry.task.cancel()
         self._abandon(entry, "a heartbeat found another owner, or the job is no longer running")
 
@@ -203,7 +275,10 @@ class Executor:
             return
         entry.cancel_requested = True
         task = self.tasks.get(entry.job.task)
-        if task is not None and task.is_async and entry.task is not None:
+        if self._isolated(entry):
+            log.info("job %s (%s): cancel requested; killing its process", *_names(entry))
+            self.processes.kill(entry.job.id)  # type: ignore[union-attr]
+        elif task is not None and task.is_async and entry.task is not None:
             log.info("job %s (%s): cancel requested; stopping it", entry.job.id, entry.job.task)
             entry.task.cancel()
         else:
@@ -213,3 +288,7 @@ class Executor:
                 entry.job.id,
                 entry.job.task,
             )
+
+
+def _names(entry: InFlight) -> tuple[int, str]:
+    return entry.job.id, entry.job.task

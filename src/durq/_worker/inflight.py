@@ -29,6 +29,8 @@ class InFlight:
     phase: Phase = Phase.RUNNING
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
+    #: Shutdown asked it to stop: once its code has stopped, it is released.
+    stopping: bool = False
     #: Its enqueue span's ``traceparent``, and when its outcome write began (tracing only).
     trace_context: str | None = None
     finishing_ns: int | None = None

@@ -6,8 +6,12 @@ Shutdown (SIGTERM or SIGINT, or :meth:`Worker.request_stop`):
 
 1. stop claiming;
 2. let running jobs finish for up to ``shutdown_timeout`` seconds, heartbeating meanwhile;
-3. release the jobs still running: a fenced write puts each back to ``queued`` without
-   spending its attempt (``states.release()``; the attempt record says ``released``);
+3. stop the jobs still running and release each once its code has stopped: a fenced write
+   puts it back to ``queued`` without spending its attempt (``states.release()``; the
+   attempt record says ``released``). Code that cannot be stopped (a sync task's thread,
+   an async task that ignores the cancel) keeps its lease, heartbeated, until it returns;
+   past ``shutdown_hard_timeout`` more seconds the worker gives up on it, writes nothing
+   for it and exits 1, so its lease expires and the reclaimer retries it;
 4. write the last outcomes, mark the worker stopped, give up the leader role; exit 0.
 
 A second signal exits at once (code 1): nothing more is written, and the leases of the
@@ -34,7 +38,7 @@ from .._engine.secrets import keyring_from_settings
 from .._engine.signing import signer_from_settings
 from .._maintenance.loop import Maintenance
 from ..errors import ConfigurationError
-from ..settings import redact_url
+from ..settings import Settings, redact_url
 from .completer import Completer
 from .config import TaskThreads, WorkerApp, resolve_queues, worker_settings
 from .delivery_process import deliverer_for_worker
@@ -42,6 +46,7 @@ from .executor import Executor
 from .heartbeater import Heartbeater
 from .inflight import InFlightJobs
 from .notifier import Notifier
+from .processes import AppLoader, ImportPath, TaskProcesses
 from .producer import Producer
 
 __all__ = ["Worker"]
@@ -56,6 +61,10 @@ T = TypeVar("T")
 SPARE_TASK_THREADS = 4
 #: How long shutdown waits for the last outcomes to be written.
 FLUSH_TIMEOUT = 15.0
+#: How long shutdown lets cancelled tasks stop before it says some will not.
+CANCEL_GRACE = 0.1
+#: How long closing the loop waits for its last tasks to take their cancel.
+CLOSE_TIMEOUT = 5.0
 
 
 class Worker:
@@ -64,6 +73,10 @@ class Worker:
     ``Worker(app, concurrency=8).run()`` blocks and returns the exit code; from another
     thread, :meth:`request_stop` starts a graceful shutdown. Options left as None come
     from ``app.settings`` (``DURQ_*``), validated; ``app`` itself is not changed.
+
+    ``pool="process"`` runs every task in a task process (``isolated=True`` tasks run in
+    one whatever the pool), loaded by ``app_loader`` or else by the module attribute that
+    holds ``app``: a crash there fails only its job's attempt (:mod:`.processes`).
 
     Every part is built here, before :meth:`run`: the producer (claims), the completer
     (fenced writes), the heartbeater, the notifier and maintenance. ``run`` only starts
@@ -89,6 +102,10 @@ class Worker:
         parent_pid: int | None = None,
         flush_timeout: float = FLUSH_TIMEOUT,
         deliveries: bool = True,
+        pool: str | None = None,
+        max_tasks_per_child: int | None = None,
+        shutdown_hard_timeout: float | None = None,
+        app_loader: AppLoader | None = None,
     ) -> None:
         if max_jobs is not None and max_jobs < 1:
             raise ConfigurationError(f"max_jobs must be >= 1, got {max_jobs}")
@@ -101,6 +118,9 @@ class Worker:
                 "lease_seconds": lease_seconds,
                 "heartbeat_seconds": heartbeat_seconds,
                 "shutdown_timeout": shutdown_timeout,
+                "shutdown_hard_timeout": shutdown_hard_timeout,
+                "pool": pool,
+                "max_tasks_per_child": max_tasks_per_child,
                 "listen_notify": listen_notify,
                 "queues": ",".join(self.queues),
             },
@@ -127,6 +147,8 @@ class Worker:
         self.exit_code: int | None = None
         #: Sync-task threads still running when the worker returned (see the CLI's exit).
         self.abandoned_threads = 0
+        #: Jobs whose code still ran past the hard shutdown deadline (left to expire).
+        self.left_running = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested_at: float | None = None
         self._stop_early = False
@@ -135,8 +157,13 @@ class Worker:
         self._db_pool = concurrent.futures.ThreadPoolExecutor(6, thread_name_prefix="durq-db")
         self._task_pool = TaskThreads(s.concurrency + SPARE_TASK_THREADS)
         self.inflight = InFlightJobs(s.concurrency)
+        self.processes = task_processes(app, s, self.worker_id, app_loader)
         self.executor = Executor(
-            runtime, worker_id=self.worker_id, inflight=self.inflight, pool=self._task_pool
+            runtime,
+            worker_id=self.worker_id,
+            inflight=self.inflight,
+            pool=self._task_pool,
+            processes=self.processes,
         )
         self.completer: Completer[Any, Any] = Completer(
             driver, db=self._db, on_written=self.executor.on_written
@@ -187,10 +214,16 @@ class Worker:
         """Work until stopped (or ``once``/``max_jobs`` is done); returns the exit code."""
         if install_signals is None:
             install_signals = threading.current_thread() is threading.main_thread()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)  # as asyncio.run does
         try:
-            self.exit_code = asyncio.run(self._main(install_signals))
+            self.exit_code = loop.run_until_complete(self._main(install_signals))
         finally:
-            self.finished.set()
+            try:
+                _close_loop(loop, wait_for_tasks=not self.left_running)
+            finally:
+                asyncio.set_event_loop(None)
+                self.finished.set()
         return self.exit_code
 
     def request_stop(self) -> None:
@@ -271,6 +304,8 @@ class Worker:
             log.exception("worker %s failed; releasing its jobs", self.worker_id)
             code = 1
             self.executor.release_all()
+            if not await self._stopped_by(loop.time() + self.settings.shutdown_hard_timeout):
+                self.left_running = self.executor.leave_running()
         finally:
             if self.deliverer is not None:
                 await self.deliverer.stop(self.flush_timeout)
@@ -281,6 +316,8 @@ class Worker:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await self._shutdown_parts()
+        if self.left_running:
+            code = 1  # the jobs still running are left to expire: the operator must know
         log.info("worker %s stopped (%s)", self.worker_id, self._summary())
         return code
 
@@ -381,7 +418,31 @@ class Worker:
             await self.inflight.changed.wait(left)
             if stop_pending and self._stop_requested_at is not None:
                 continue  # a stop arrived: the timeout starts counting now
+        if not self.inflight.running():
+            return
         self.executor.release_all()
+        hard = loop.time() + self.settings.shutdown_hard_timeout
+        if await self._stopped_by(loop.time() + CANCEL_GRACE):
+            return  # every cancel landed
+        log.warning(
+            "worker %s: %d job(s) still running after the shutdown timeout; keeping their "
+            "leases (heartbeated) until their code stops, for at most %gs more",
+            self.worker_id,
+            len(self.inflight.running()),
+            self.settings.shutdown_hard_timeout,
+        )
+        if not await self._stopped_by(hard):
+            self.left_running = self.executor.leave_running()
+
+    async def _stopped_by(self, deadline: float) -> bool:
+        """Wait (heartbeating) until no job's code runs, or ``deadline``; True if none."""
+        loop = asyncio.get_running_loop()
+        while self.inflight.running():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await self.inflight.changed.wait(left)
+        return True
 
     async def _shutdown_parts(self) -> None:
         self.notifier.stop()
@@ -391,6 +452,8 @@ class Worker:
                 await self._db(self.maintenance.close)
         except Exception as exc:
             log.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
+        if self.processes is not None:
+            await self._db(self.processes.close)
         self._task_pool.shutdown(wait=False, cancel_futures=True)
         self.abandoned_threads = self._task_pool.busy
         self._db_pool.shutdown(wait=True)
@@ -417,7 +480,63 @@ class Worker:
             parts.append(f"{self.released} released")
         if self.lost:
             parts.append(f"{self.lost} lost")
+        if self.left_running:
+            parts.append(f"{self.left_running} left running (their leases expire)")
         summary = ", ".join(parts) or "no jobs"
         if self.deliverer is not None and self.deliverer.attempted:
             summary += f"; {self.deliverer.summary()}"
         return summary
+
+
+def task_processes(
+    app: WorkerApp, settings: Settings, worker_id: str, loader: AppLoader | None
+) -> TaskProcesses | None:
+    """The task processes this worker needs: every task's under ``pool="process"``, the
+    ``isolated=True`` tasks' otherwise, none if no task runs in one."""
+    every_task = settings.pool == "process"
+    isolated = frozenset(name for name, task in app.tasks.items() if task.isolated)
+    if not every_task and not isolated:
+        return None
+    loader = loader or ImportPath.of(app)
+    if loader is None:
+        why = "pool='process'" if every_task else f"isolated tasks ({', '.join(sorted(isolated))})"
+        raise ConfigurationError(
+            f"{why} need the App's import path to load it in task processes, and this App "
+            "is no module's attribute: define it at module level (app = durq.App() in "
+            "myproj/jobs.py), run `durq worker --app myproj.jobs:app`, or pass app_loader= "
+            "(a picklable function that returns the App)"
+        )
+    return TaskProcesses(
+        loader,
+        settings,
+        worker_id=worker_id,
+        every_task=every_task,
+        isolated=isolated,
+        max_tasks_per_child=settings.max_tasks_per_child,
+    )
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop, *, wait_for_tasks: bool) -> None:
+    """Close the worker's loop like ``asyncio.run``, except that a task left running past
+    the hard shutdown deadline is not waited for, nor (briefly bounded) one that ignores
+    this last cancel: either would hold the exit forever."""
+    try:
+        if not wait_for_tasks:
+            return
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=CLOSE_TIMEOUT))
+            for task in done:
+                if not task.cancelled():
+                    task.exception()  # retrieved: the worker already logged what mattered
+            if pending:
+                log.warning(
+                    "%d task(s) ignored the cancel at exit; not waiting for them", len(pending)
+                )
+                return
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()

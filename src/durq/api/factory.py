@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
 from ..app import App
+from ..dashboard import create_dashboard
 from ..errors import DurqError
 from ..settings import Settings
 from .context import BodyLimit, RequestContext
@@ -33,8 +34,8 @@ Every response carries `X-Request-ID`.
 
 
 def create_app(app: App, settings: Settings | None = None) -> FastAPI:
-    """A FastAPI application serving ``app``'s jobs; mount it in your own app if you like:
-    ``main.mount("/durq", create_app(durq_app))``."""
+    """A FastAPI application serving ``app``'s jobs, with the web dashboard at ``/ui``;
+    mount it in your own app if you like: ``main.mount("/durq", create_app(durq_app))``."""
     settings = settings or app.settings
     service = Service.build(app, settings)
 
@@ -60,6 +61,7 @@ def create_app(app: App, settings: Settings | None = None) -> FastAPI:
     install_error_handlers(api)
     for module in (jobs, events, queues, breakers, keys, internal, health):
         api.include_router(module.router)
+    api.mount("/ui", create_dashboard(service), name="dashboard")
     # Added last = outermost: the request context wraps the body limit.
     api.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     api.add_middleware(

@@ -22,7 +22,7 @@ def serve(
     ),
     database_url: str = UrlOption,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and the dashboard (/ui/)."""
     with api_extra("serve"):
         import uvicorn
 
@@ -40,7 +40,8 @@ def serve(
         roles = ", ".join(f"dev-{r}-key ({r})" for r in app.settings.role_ladder)
         err_console.print(f"DURQ_ENV=dev: development API keys {roles}", highlight=False)
     err_console.print(
-        f"durq API on http://{host}:{port} (docs at /docs, tasks: {sorted(app.tasks) or 'none'})",
+        f"durq API on http://{host}:{port} (docs at /docs, dashboard at /ui/, "
+        f"tasks: {sorted(app.tasks) or 'none'})",
         highlight=False,
     )
     # uvicorn logs through the standard library, so its lines take durq's format too.

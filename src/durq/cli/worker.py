@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from typing import Any
 
 import typer
@@ -60,6 +61,22 @@ def worker(
         min=0,
         help="On SIGTERM/SIGINT, how long running jobs may finish before they are released.",
     ),
+    shutdown_hard_timeout: float = typer.Option(
+        None,
+        "--shutdown-hard-timeout",
+        min=0,
+        help="After --shutdown-timeout, how long a task that cannot be stopped keeps its "
+        "lease before the worker exits 1 without releasing it.",
+    ),
+    pool: str = typer.Option(
+        None,
+        "--pool",
+        help="thread (default): async tasks on the event loop, sync tasks in threads; "
+        "process: every task in a task process, so a crash fails only its attempt.",
+    ),
+    max_tasks_per_child: int = typer.Option(
+        None, "--max-tasks-per-child", min=1, help="Replace a task process after N jobs."
+    ),
     poll_only: bool = typer.Option(
         False,
         "--poll-only",
@@ -83,7 +100,8 @@ def worker(
 
     First signal: stop claiming, let running jobs finish (--shutdown-timeout), then exit 0.
 
-    Jobs still running then go back to queued without spending an attempt.
+    Jobs still running then go back to queued without spending an attempt, each once its
+    code has stopped (--shutdown-hard-timeout bounds the wait; then exit 1, leases expire).
 
     A second signal exits at once; leases expire and other workers reclaim the jobs.
     """
@@ -96,6 +114,11 @@ def worker(
         "lease_seconds": lease_seconds,
         "heartbeat_seconds": heartbeat_seconds,
         "shutdown_timeout": shutdown_timeout,
+        "shutdown_hard_timeout": shutdown_hard_timeout,
+        "pool": pool,
+        "max_tasks_per_child": max_tasks_per_child,
+        # Task processes load the App the way this process does.
+        "app_loader": partial(import_app, app_spec, database_url),
         "listen_notify": False if poll_only else None,
         "max_jobs": max_jobs,
         "once": once,
@@ -129,7 +152,7 @@ def worker(
         fail(f"{exc} [{exc.code}]", EXIT_FAILURE)
     finally:
         app.close()
-    if run.abandoned_threads:  # sync tasks still running after shutdown: do not wait for them
+    if run.abandoned_threads or run.left_running:  # do not wait for code left running
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

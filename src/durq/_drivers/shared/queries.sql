@@ -78,3 +78,30 @@ SELECT j.queue, j.task, a.outcome,
        sum(CASE WHEN a.attempt > 1 THEN 1 ELSE 0 END) AS retries
 FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
 GROUP BY j.queue, j.task, a.outcome, bucket
+
+-- ---- the dashboard ----
+
+-- name: queue_live_counts
+-- Jobs waiting or running, by queue and state: read through the state index, never
+-- touching finished jobs however many are retained.
+SELECT queue, state, count(*) AS n FROM durq_jobs
+WHERE state IN ('queued', 'retry_wait', 'running')
+GROUP BY queue, state
+
+-- name: stats_minute_upsert
+INSERT INTO durq_stats_minutes
+    (minute, queue, succeeded, failed, dead_letter, pickup_p50_ms, pickup_p95_ms)
+VALUES (:minute, :queue, :succeeded, :failed, :dead_letter, :pickup_p50_ms, :pickup_p95_ms)
+ON CONFLICT (minute, queue) DO UPDATE SET
+    succeeded = excluded.succeeded, failed = excluded.failed,
+    dead_letter = excluded.dead_letter, pickup_p50_ms = excluded.pickup_p50_ms,
+    pickup_p95_ms = excluded.pickup_p95_ms
+
+-- name: stats_minutes_since
+SELECT minute, queue, succeeded, failed, dead_letter, pickup_p50_ms, pickup_p95_ms
+FROM durq_stats_minutes
+WHERE minute >= :since
+ORDER BY minute, queue
+
+-- name: stats_minutes_prune
+DELETE FROM durq_stats_minutes WHERE minute < :before

@@ -7,3 +7,37 @@ FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id AND j.claim_version = a
 
 -- name: attempt_counts
 SELECT sum(attempt > 1) AS retries, count(*) AS attempts FROM durq_attempts
+
+-- ---- the dashboard's history (rolled up by maintenance) ----
+
+-- name: stats_attempts_since
+-- Attempts finished at or after :since (epoch seconds): their queue, minute and outcome (a
+-- failed attempt that left its job dead-lettered counts as dead_letter), and the pickup
+-- latency where it is still known (the job's latest attempt, not rescheduled since).
+SELECT j.queue,
+       CAST(a.finished_at / 60 AS INTEGER) * 60 AS minute,
+       CASE WHEN a.outcome = 'failed' AND a.claim_version = j.claim_version
+                 AND j.state = 'dead_letter' THEN 'dead_letter' ELSE a.outcome END AS outcome,
+       CASE WHEN a.claim_version = j.claim_version AND a.started_at IS NOT NULL
+                 AND j.state IN ('succeeded', 'dead_letter', 'cancelled')
+            THEN a.started_at - j.run_at END AS pickup_s
+FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
+WHERE a.finished_at >= :since
+
+-- name: dead_letter_groups
+-- Dead-lettered jobs by task and error code, the largest groups first.
+SELECT task, last_error_code AS error_code, count(*) AS n, max(id) AS latest_id,
+       max(finished_at) AS latest_at
+FROM durq_jobs
+WHERE state = 'dead_letter' AND (:created_by IS NULL OR created_by = :created_by)
+GROUP BY task, last_error_code
+ORDER BY n DESC, task, error_code
+LIMIT :limit
+
+-- name: dead_letter_ids
+-- The ids of one group's dead-lettered jobs, newest first.
+SELECT id FROM durq_jobs
+WHERE state = 'dead_letter' AND task = :task AND last_error_code IS :error_code
+  AND (:created_by IS NULL OR created_by = :created_by)
+ORDER BY id DESC
+LIMIT :limit
