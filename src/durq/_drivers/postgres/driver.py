@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from psycopg import Connection as PsycopgConnection
 from psycopg import errors as pg_errors
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
@@ -133,13 +135,16 @@ class PostgresDriver(Driver):
             with self._lock:
                 if self._pool is None:
                     self.connect().close()  # fail fast with a clear error, not a pool timeout
-                    self._pool = ConnectionPool(
+                    self._pool = _Pool(
                         self.conninfo,
                         min_size=self.min_size,
                         max_size=self.max_size,
                         open=True,
-                        name="durq",
+                        name=POOL_NAME,
                         configure=_configure,
+                        # A connection the server dropped (a restart, a killed backend)
+                        # is found on checkout and replaced, never handed out again.
+                        check=ConnectionPool.check_connection,
                         kwargs=self._connect_kwargs,
                     )
         return self._pool
@@ -327,6 +332,51 @@ class PostgresDriver(Driver):
             },
         )
         return {int(r["id"]): bool(r["cancel_requested"]) for r in rows}
+
+
+#: The name of durq's connection pools (psycopg's pool log lines carry it).
+POOL_NAME = "durq"
+
+
+class _CappedAttempt(AttemptWithBackoff):
+    """psycopg's reconnect backoff (1 s, doubling) capped near a second, so the pool has
+    connections again about a second after the server is back."""
+
+    INITIAL_DELAY = 0.1
+    CAP = 1.0
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, self.CAP)
+
+
+class _Pool(ConnectionPool):
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(
+            attempt or _CappedAttempt(timeout=self.reconnect_timeout), growing=growing
+        )
+
+
+class _QuietPoolLines(logging.Filter):
+    """psycopg's pool logs a WARNING per broken connection and per failed reconnect; durq's
+    components log one line when the database goes away and one when it is back, so the
+    pool's own lines about durq's pools are demoted to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and _names_durq_pool(record.args):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def _names_durq_pool(args: Any) -> bool:
+    for arg in args if isinstance(args, tuple) else ():
+        if arg == POOL_NAME or getattr(getattr(arg, "_pool", None), "name", None) == POOL_NAME:
+            return True
+    return False
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietPoolLines())
 
 
 class PgListener:
