@@ -104,6 +104,7 @@ class Report:
     drain_seconds: float = 0.0
     faults: list[Fault] = field(default_factory=list)
     worker_exits: list[int | None] = field(default_factory=list)
+    exited_early: list[int] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -126,6 +127,9 @@ class Report:
         ):
             if value:
                 self.problems.append(f"{value} {name}")
+        unclean = [code for code in self.worker_exits if code != 0]
+        if unclean:
+            self.problems.append(f"workers that did not stop cleanly at the end: {unclean}")
         missing = set(FAULTS) - {f.kind for f in self.faults}
         if missing:
             self.problems.append(f"fault kinds never injected: {', '.join(sorted(missing))}")
@@ -147,6 +151,11 @@ class Report:
             ),
             ("duplicate deliveries (at-least-once)", f"{self.duplicate_deliveries}"),
             ("time to drain", f"{self.drain_seconds:.1f} s"),
+            ("workers that exited by themselves", f"{len(self.exited_early)}"),
+            (
+                "workers stopped cleanly at the end",
+                f"{self.worker_exits.count(0)}/{len(self.worker_exits)}",
+            ),
         ]
         by_kind: dict[str, list[Fault]] = defaultdict(list)
         for fault in self.faults:
@@ -233,8 +242,11 @@ class Workers:
         self.url = url
         self.config = config
         self.log_dir = log_dir
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[subprocess.Popen[bytes]] = []  # the ones working now
         self.stopped: set[int] = set()
+        #: Exit codes of workers that exited by themselves (e.g. started while the server
+        #: was down: a worker refuses to start without its database); each was replaced.
+        self.exited: list[int] = []
         self._started = 0
         self._env = durq_env(url, **_env(WEBHOOKS))
 
@@ -259,10 +271,19 @@ class Workers:
     def alive(self) -> list[subprocess.Popen[bytes]]:
         return [p for p in self.procs if p.poll() is None]
 
+    def replace_exited(self) -> None:
+        for proc in list(self.procs):
+            code = proc.poll()
+            if code is not None:
+                self.procs.remove(proc)
+                self.exited.append(code)
+                self.start()
+
     def kill_one(self, rng: random.Random) -> None:
         victim = rng.choice(self.alive())
         victim.kill()
         victim.wait(10)
+        self.procs.remove(victim)
         self.stopped.discard(victim.pid)
         self.start()
 
@@ -376,6 +397,7 @@ def run(config: Config, say: Callable[[str], None] = print) -> Report:
         next_fault = time.monotonic() + config.fault_every
         try:
             while time.monotonic() - started < config.timeout:
+                workers.replace_exited()
                 kinds_done = {f.kind for f in faults}
                 drained = fed.is_set() and sampler.unfinished == 0 and sampler.undelivered == 0
                 if drained and kinds_done >= set(config.faults):
@@ -405,6 +427,7 @@ def run(config: Config, say: Callable[[str], None] = print) -> Report:
         report.drain_seconds = drain
         report.faults = faults
         report.worker_exits = exits
+        report.exited_early = workers.exited
         if drain >= config.timeout:
             report.problems.append(f"not drained within {config.timeout:g}s")
         report.check()

@@ -105,7 +105,13 @@ class Deliverer:
         )
         self.claims = Outage("outbox claims", driver, log)
         self.beats = Outage("delivery heartbeats", driver, log)
-        self.notifier = Notifier(driver, [OUTBOX_CHANNEL], self._wake_threadsafe, listen=listen)
+        self.notifier = Notifier(
+            driver,
+            [OUTBOX_CHANNEL],
+            self._wake_threadsafe,
+            listen=listen,
+            component="outbox wake-ups",
+        )
 
     # ---- service -----------------------------------------------------------------------
 

@@ -44,9 +44,16 @@ class Notifier:
     RECONNECT_DELAY = 1.0
 
     def __init__(
-        self, driver: Driver, queues: Iterable[str], wake: WakeFn, *, listen: bool
+        self,
+        driver: Driver,
+        queues: Iterable[str],
+        wake: WakeFn,
+        *,
+        listen: bool,
+        component: str = "job wake-ups",
     ) -> None:
         self.driver = driver
+        self.component = component
         self.queues = frozenset(queues)
         self.wake = wake
         self.mode = "listen" if listen and driver.capabilities.listen_notify else "local"
@@ -85,7 +92,7 @@ class Notifier:
                 listener = self.driver.listen()
                 self.listening.set()
                 if dropped:  # notifications sent while we were away are lost: look now
-                    log.warning("LISTEN durq_jobs is back")
+                    log.warning("%s: LISTEN durq_jobs is back", self.component)
                     dropped = False
                     self.wake("poll")
                 while not self._stop.is_set():
@@ -98,8 +105,9 @@ class Notifier:
                     break
                 if not dropped:  # one line per outage, not one per reconnect attempt
                     log.warning(
-                        "LISTEN connection failed (%s); polling every poll_interval until it "
-                        "is back, retrying every %gs",
+                        "%s: LISTEN connection failed (%s); polling every poll_interval until "
+                        "it is back, retrying every %gs",
+                        self.component,
                         str(exc).strip().splitlines()[0]
                         if str(exc).strip()
                         else type(exc).__name__,
