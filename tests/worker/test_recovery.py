@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,12 @@ import pytest
 
 import durq
 from durq import states
-from durq._drivers import Driver, FinishRequest
+from durq._drivers import DeliveryWrite, Driver, FinishRequest
 from durq._drivers.sqlite.driver import path_from_url
-from durq._engine import keyed
+from durq._engine import delivery, keyed
 from durq._worker.completer import Completer
 from durq.errors import DatabaseUnavailable, LeaseLost
-from durq.types import Finished
+from durq.types import Finished, OutboxEvent
 
 from .support import running_worker, wait_until
 
@@ -166,4 +167,51 @@ def test_sqlite_locked_past_the_busy_timeout_is_retried_not_a_job_failure(
     assert (done.attempt, done.result) == (1, "done")
     assert [a.outcome for a in app.attempts(job.id)] == ["succeeded"]
     assert "the database is back" in caplog.text
+    app.close()
+
+
+def test_delivery_outcome_whose_commit_went_unanswered_is_read_back(db_url: str) -> None:
+    app = durq.App(
+        settings=durq.Settings(database_url=db_url, webhook_secrets={"*": ["whsec-recovery"]})
+    )
+    app.migrate()
+    app.task(name="t")(lambda: None)
+    app.enqueue("t", {}, webhook_url="http://127.0.0.1:9/hook")
+    driver = app.driver
+    with driver.transaction() as ex:
+        (event,) = driver.outbox_claim(ex, worker_id="w1", limit=1, lease_seconds=30)
+    write = DeliveryWrite(event.id, event.claim_version, "delivered", status=200)
+    tries = 0
+
+    def commits_then_drops(writes: Sequence[DeliveryWrite]) -> list[Any]:
+        nonlocal tries
+        tries += 1
+        written = driver.finish_deliveries(writes)
+        if tries == 1:
+            raise DatabaseUnavailable("lost the connection: server closed the connection")
+        return list(written)
+
+    answers: list[Any] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def db(fn: Callable[..., Any], *args: Any) -> Any:
+            return await loop.run_in_executor(None, fn, *args)
+
+        completer: Completer[OutboxEvent, DeliveryWrite] = Completer(
+            driver,
+            db=db,
+            on_written=lambda entry, req, result: answers.append(result),
+            write_batch=commits_then_drops,
+            recheck=partial(delivery.reread_writes, driver),
+        )
+        completer.start()
+        completer.submit(event, write)
+        assert await completer.stop(20)
+
+    asyncio.run(main())
+    (answer,) = answers
+    assert tries == 2
+    assert isinstance(answer, OutboxEvent) and answer.state == "delivered"
     app.close()
