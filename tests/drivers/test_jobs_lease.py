@@ -738,9 +738,7 @@ def test_job_expired_returns_running_jobs_whose_lease_ran_out(
 # ---- reading back an outcome whose commit went unanswered --------------------------------
 
 
-def test_attempt_outcome_names_what_the_claim_recorded(
-    driver: Driver, new_job: JobFactory
-) -> None:
+def test_attempt_outcome_names_what_the_claim_recorded(driver: Driver, new_job: JobFactory) -> None:
     job = _held(driver, new_job)[0]
     with driver.read() as ex:
         assert driver.attempt_outcome(ex, job.id, job.claim_version) is None  # still running
