@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import signal
@@ -84,7 +85,8 @@ class Fault:
     kind: str
     started: float
     ended: float = 0.0
-    recovered: float | None = None  # seconds from its end until jobs succeeded again
+    #: Seconds from its end until jobs succeeded again; None if the next fault came first.
+    recovered: float | None = None
 
 
 @dataclass
@@ -163,16 +165,16 @@ class Report:
         for kind in FAULTS:
             faults = by_kind.get(kind, [])
             times = [f.recovered for f in faults if f.recovered is not None]
-            if not times:
-                rows.append((f"fault {kind}", f"{len(faults)}x, recovery n/a"))
-                continue
-            rows.append(
-                (
-                    f"fault {kind}",
-                    f"{len(faults)}x, throughput back after median "
-                    f"{statistics.median(times):.2f} s, max {max(times):.2f} s",
-                )
-            )
+            lasted = statistics.median([f.ended - f.started for f in faults] or [0.0])
+            overlapped = len(faults) - len(times)
+            text = f"{len(faults)}x, lasting {lasted:.2f} s; jobs succeed again after "
+            if times:
+                text += f"median {statistics.median(times):.2f} s, max {max(times):.2f} s"
+            else:
+                text += "n/a"
+            if overlapped:
+                text += f" ({overlapped} before the next fault: no)"
+            rows.append((f"fault {kind}", text))
         width = max(len(name) for name, _ in rows)
         lines = [f"| {'':<{width}} | result |", f"|{'-' * (width + 2)}|--------|"]
         lines += [f"| {name:<{width}} | {value} |" for name, value in rows]
@@ -370,6 +372,9 @@ def run(config: Config, say: Callable[[str], None] = print) -> Report:
     rng = random.Random(config.seed)
     receiver = Receiver()
     with _log_dir(config) as log_dir, cluster() as pg, serving(receiver) as hook:
+        # A killed worker drops its request mid-body; the receiver's server (whose start
+        # set up its logging) would log a traceback for each.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
         with psycopg.connect(pg.admin_url, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {DATABASE}")
         url = pg.admin_url.rsplit("/", 1)[0] + f"/{DATABASE}"
@@ -421,8 +426,10 @@ def run(config: Config, say: Callable[[str], None] = print) -> Report:
         finally:
             exits = workers.stop_all()
             sampler.stop()
-        for fault in faults:
-            fault.recovered = sampler.resumed_after(fault.ended)
+        for fault, after in zip(faults, [*faults[1:], None], strict=True):
+            resumed = sampler.resumed_after(fault.ended)
+            if resumed is not None and (after is None or fault.ended + resumed < after.started):
+                fault.recovered = resumed
         report = analyse(url, config.jobs, receiver)
         report.drain_seconds = drain
         report.faults = faults
