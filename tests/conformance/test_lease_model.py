@@ -48,7 +48,7 @@ JOBS = 3
 WORKERS = 3
 MAX_ATTEMPTS = 3
 #: Bounded so both backends run in well under 30 s.
-EXAMPLES, STEPS = 12, 25
+EXAMPLES, STEPS = 60, 40
 
 #: What the runs explored, summed over both backends (printed by the test with -s).
 EXPLORED: Counter[str] = Counter()
