@@ -18,9 +18,10 @@ import pytest
 
 import durq
 from durq import states
-from durq._drivers import DeliveryWrite, Driver, FinishRequest
+from durq._drivers import DeliveryWrite, Driver, FinishRequest, open_driver
 from durq._drivers.sqlite.driver import path_from_url
 from durq._engine import delivery, keyed
+from durq._engine.outage import Outage
 from durq._worker.completer import Completer
 from durq.errors import DatabaseUnavailable, LeaseLost
 from durq.types import Finished, OutboxEvent
@@ -215,3 +216,25 @@ def test_delivery_outcome_whose_commit_went_unanswered_is_read_back(db_url: str)
     assert tries == 2
     assert isinstance(answer, OutboxEvent) and answer.state == "delivered"
     app.close()
+
+
+def test_outage_warns_once_when_the_database_goes_and_once_when_it_is_back(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = open_driver(sqlite_url)
+    outage = Outage("claims", driver, logging.getLogger("durq.worker"))
+    caplog.set_level(logging.WARNING, logger="durq.worker")
+    gone = DatabaseUnavailable("lost the connection: server closed the connection")
+    delays = [outage.failed(gone) for _ in range(8)]
+    assert delays == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]  # capped near a second
+    outage.ok()
+    outage.ok()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages  # eight failures, two successes: two lines
+    assert messages[0].startswith("claims: the database is unreachable (DatabaseUnavailable")
+    assert messages[1].startswith("claims: the database is back after")
+    caplog.clear()
+    bug = ValueError("a bug, not an outage")
+    other = [outage.failed(bug) for _ in range(9)]
+    assert max(other) == 5.0 and len(caplog.records) == 9  # each one logged: retrying won't fix it
+    driver.close()

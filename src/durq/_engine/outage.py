@@ -26,6 +26,8 @@ T = TypeVar("T")
 RETRY_FIRST = 0.05
 #: The longest pause between tries: recovery within about a second of the database.
 RETRY_MAX = 1.0
+#: The longest pause after an error that is not transient (logged at every try).
+RETRY_MAX_OTHER = 5.0
 
 
 def brief(exc: BaseException) -> str:
@@ -64,13 +66,15 @@ class Outage:
     def failed(self, exc: BaseException, doing: str = "") -> float:
         """Record a failure; returns the seconds to wait before the next try."""
         self.failures += 1
-        delay = min(self.first * 2.0 ** min(self.failures - 1, 30), self.cap)
+        delay = self.first * 2.0 ** min(self.failures - 1, 30)
         what = f" {doing}" if doing else ""
         if not self.driver.is_transient(exc):
+            delay = min(delay, max(self.cap, RETRY_MAX_OTHER))
             self.log.warning(
                 "%s:%s failed (%s); retrying in %.2fs", self.component, what, brief(exc), delay
             )
             return delay
+        delay = min(delay, self.cap)
         if self.since is None:
             self.since = time.monotonic()
             self.outages += 1
