@@ -46,9 +46,9 @@ from durq.types import Job, JobState
 LEASE = 60.0
 JOBS = 3
 WORKERS = 3
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 2
 #: Bounded so both backends run in well under 30 s.
-EXAMPLES, STEPS = 60, 40
+EXAMPLES, STEPS = 40, 40
 
 #: What the runs explored, summed over both backends (printed by the test with -s).
 EXPLORED: Counter[str] = Counter()
