@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.durq-installed
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench install clean chaos
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,3 +56,8 @@ bench: $(BENCH_STAMP)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) durq-demo.db durq-demo.db-wal durq-demo.db-shm durq-demo.db-wake .pytest_cache .mypy_cache
+
+# Faults while workers drain jobs, on a throwaway PostgreSQL (docs/reliability.md):
+# `make chaos CHAOS_ARGS="--jobs 2000"`. Not part of `make test`, which runs a short one.
+chaos: $(STAMP)
+	$(PY) -m tests.chaos.run $(CHAOS_ARGS)

@@ -12,16 +12,18 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from ._drivers import Driver
 from ._engine import jobs
+from ._engine.outage import retry_transient
 from ._engine.secrets import Keyring
 from ._engine.validate import canonical_json
 from .errors import ConfigurationError, InvalidStage, SecretUnavailable, ValidationError
 from .retry import Classifier, Fail, RetryPolicy
-from .types import Artifact, Job
+from .types import Artifact, Job, SealedSecrets
 
 __all__ = ["JobContext", "Task"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class Enqueuer(Protocol):
@@ -205,8 +207,7 @@ class JobContext:
         Secrets that cannot be opened (tampered, another job's, a retired KEK) fail the job
         at once: retrying cannot fix them."""
         if self._secrets is None:
-            with self._driver.read() as ex:
-                sealed = self._driver.secret_get(ex, self.job.id)
+            sealed = self._retrying(self._read_sealed)
             if sealed is None:
                 self._secrets = {}
             else:
@@ -226,22 +227,40 @@ class JobContext:
     def attempt(self) -> int:
         return self.job.attempt
 
+    def _read_sealed(self) -> SealedSecrets | None:
+        with self._driver.read() as ex:
+            return self._driver.secret_get(ex, self.job.id)
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        """A write of the task's own: a database that is away for a moment (SQLite locked
+        past its busy timeout, a dropped connection) is waited for, up to the lease, rather
+        than failing the task's attempt."""
+        return retry_transient(self._driver, fn, timeout=self._lease_seconds)
+
     def set_stage(self, stage: str) -> None:
         """Advance to the next declared stage (e.g. fetching → processing → uploading)."""
         expected = self.task.next_stage_guard(self.job.id, self.stage, stage)
-        with self._driver.transaction() as ex:
-            cancel = jobs.set_stage(
-                self._driver, ex, self.job, stage, expected, self._lease_seconds
-            )
+
+        def write() -> bool:
+            with self._driver.transaction() as ex:
+                return jobs.set_stage(
+                    self._driver, ex, self.job, stage, expected, self._lease_seconds
+                )
+
+        cancel = self._retrying(write)
         self.stage = stage
         self.cancel_requested = self.cancel_requested or cancel
 
     def heartbeat(self) -> bool:
         """Extend the lease now; returns True if a cancel was requested."""
-        with self._driver.transaction() as ex:
-            cancel = jobs.heartbeat(
-                self._driver, ex, self.job.id, self.job.claim_version, self._lease_seconds
-            )
+
+        def write() -> bool:
+            with self._driver.transaction() as ex:
+                return jobs.heartbeat(
+                    self._driver, ex, self.job.id, self.job.claim_version, self._lease_seconds
+                )
+
+        cancel = self._retrying(write)
         self.cancel_requested = self.cancel_requested or cancel
         return self.cancel_requested
 

@@ -733,3 +733,16 @@ def test_job_expired_returns_running_jobs_whose_lease_ran_out(
     with driver.transaction() as ex:
         assert [j.id for j in driver.job_expired(ex, limit=1)] == [first.id]
     assert held.id not in [j.id for j in found]
+
+
+# ---- reading back an outcome whose commit went unanswered --------------------------------
+
+
+def test_attempt_outcome_names_what_the_claim_recorded(driver: Driver, new_job: JobFactory) -> None:
+    job = _held(driver, new_job)[0]
+    with driver.read() as ex:
+        assert driver.attempt_outcome(ex, job.id, job.claim_version) is None  # still running
+    finish(driver, job, states.complete({"ok": True}))
+    with driver.read() as ex:
+        assert driver.attempt_outcome(ex, job.id, job.claim_version) == "succeeded"
+        assert driver.attempt_outcome(ex, job.id, job.claim_version + 1) is None

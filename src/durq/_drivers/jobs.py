@@ -169,6 +169,12 @@ class JobQueries(RowCodec):
     def attempt_list(self, ex: Executor, job_id: int) -> list[Attempt]:
         return [self.attempt_from_row(r) for r in ex.run("attempt_list", {"job_id": job_id})]
 
+    def attempt_outcome(self, ex: Executor, job_id: int, claim_version: int) -> str | None:
+        """The outcome recorded for the claim ``claim_version`` of a job (None: none yet).
+        One record per claim: whoever wrote it was the only one allowed to."""
+        rows = ex.run("attempt_outcome", {"job_id": job_id, "claim_version": claim_version})
+        return str(rows[0]["outcome"]) if rows else None
+
     def artifact_list(self, ex: Executor, job_id: int) -> list[Artifact]:
         return [self.artifact_from_row(r) for r in ex.run("artifact_list", {"job_id": job_id})]
 

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._drivers import DeliveryWrite
+from .._drivers import DeliveryWrite, Driver
+from ..errors import LeaseLost
 from ..settings import Settings
 from ..types import OutboxEvent
 
-__all__ = ["DeliveryPolicy", "backoff", "body", "outcome_write", "reclaim_write"]
+__all__ = [
+    "DeliveryPolicy",
+    "backoff",
+    "body",
+    "outcome_write",
+    "reclaim_write",
+    "reread_writes",
+]
 
 
 @dataclass(frozen=True)
@@ -81,3 +90,25 @@ def body(event: OutboxEvent) -> bytes:
         "data": event.payload,
     }
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def reread_writes(
+    driver: Driver, held: Sequence[tuple[OutboxEvent, DeliveryWrite]]
+) -> list[OutboxEvent | LeaseLost]:
+    """For delivery outcomes whose commit went unanswered and whose retry then matched
+    nothing: the event still at the write's ``claim_version`` and in the state it wrote
+    means the first try landed; anything else, another owner has it."""
+    out: list[OutboxEvent | LeaseLost] = []
+    with driver.read() as ex:
+        for event, write in held:
+            now = driver.outbox_get(ex, event.event_id)
+            landed = (
+                now is not None
+                and now.claim_version == write.claim_version + int(write.bump)
+                and now.state == write.to_state
+            )
+            if landed and now is not None:
+                out.append(now)
+            else:
+                out.append(LeaseLost(write.id, write.claim_version))
+    return out

@@ -5,13 +5,14 @@ a fenced write that matched nothing is ``LeaseLost``; an id that was pruned is `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import states
 from .._drivers import Driver, Executor, FinishRequest
 from ..errors import InvalidStage, JobGone, JobNotFound, LeaseLost
-from ..types import Job, JobState
+from ..types import Finished, Job, JobState
 from . import keyed, wakeups
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "heartbeat",
     "queue_stats",
     "requeue",
+    "reread_outcomes",
     "set_stage",
 ]
 
@@ -118,6 +120,23 @@ def finish(driver: Driver, ex: Executor, req: FinishRequest) -> Job:
     """Write an outcome if the lease is still held, else raise ``LeaseLost``; the rules of
     the job's keys run in the same transaction."""
     return keyed.finish(driver, ex, req)
+
+
+def reread_outcomes(driver: Driver, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
+    """For outcome writes whose commit went unanswered (the connection dropped) and whose
+    retry then matched nothing: did the first try land? An attempt record for the claim
+    that is not the reclaimer's ``lost`` can only be this holder's own write."""
+    out: list[Finished | LeaseLost] = []
+    with driver.read() as ex:
+        for req in reqs:
+            outcome = driver.attempt_outcome(ex, req.job_id, req.claim_version)
+            job = driver.job_get(ex, req.job_id) if outcome not in (None, "lost") else None
+            if job is None:
+                out.append(LeaseLost(req.job_id, req.claim_version))
+                continue
+            state = JobState.CANCELLED if outcome == "cancelled" else req.change.to_state
+            out.append(Finished(job.id, state, job.run_at, job.last_error_code, job.last_error))
+    return out
 
 
 def queue_stats(

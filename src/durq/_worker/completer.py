@@ -12,7 +12,9 @@ Failure policy (one bad outcome never stalls the others):
 
 * a *transient* database error (connection lost, server restarting, SQLite busy) retries
   the batch with a short capped backoff: the outcomes are kept, and fencing makes a retry
-  harmless;
+  harmless. The first try may have committed with its answer lost on the way: a retry
+  that then matches nothing is re-read (``recheck``) before anything is reported as a
+  lost lease;
 * any other error splits the batch in halves until the offending outcome stands alone;
   that job is then dead-lettered as ``outcome_unwritable`` with the database's reason,
   and every other outcome is written.
@@ -28,7 +30,8 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from .._drivers import Driver, FinishRequest
-from .._engine import keyed
+from .._engine import jobs, keyed
+from .._engine.outage import Outage, brief
 from .._engine.policy import unwritable
 from ..errors import LeaseLost
 from ..types import Finished
@@ -52,9 +55,6 @@ MAX_BATCH = 200
 #: answer to the last one (a finish waits on its commit's flush); each write is fenced
 #: per job, so their order does not matter.
 WRITERS = 2
-#: Backoff between retries of a transient failure: short, so writes resume within about
-#: a second of the database coming back.
-RETRY_FIRST, RETRY_MAX = 0.05, 1.0
 
 
 def _job_fallback(req: FinishRequest, reason: str) -> FinishRequest:
@@ -79,6 +79,8 @@ class Completer(Generic[E, R]):
         write_batch: Callable[[Sequence[R]], Sequence[Any]] | None = None,
         fallback: Callable[[R, str], R] | None = None,
         describe: Callable[[R], str] | None = None,
+        recheck: Callable[[Sequence[tuple[E, R]]], Sequence[Any]] | None = None,
+        component: str = "outcome writes",
     ) -> None:
         self.driver = driver
         self.db = db
@@ -88,6 +90,13 @@ class Completer(Generic[E, R]):
         )
         self.fallback: Callable[[R, str], R] = fallback or _job_fallback  # type: ignore[assignment]
         self.describe: Callable[[R], str] = describe or _describe_job  # type: ignore[assignment]
+        #: What the writes of ``(entry, request)`` pairs in fact left, read back.
+        self.recheck: Callable[[Sequence[tuple[E, R]]], Sequence[Any]] = recheck or partial(
+            _reread_jobs, driver
+        )
+        self.outage = Outage(component, driver, log)
+        #: Writes whose commit went unanswered and that were found written on re-reading.
+        self.found_written = 0
         self.written = 0  # outcomes written (the worker row's ``processed``)
         self.batches = 0
         self.unwritable = 0  # outcomes dead-lettered because they could not be stored
@@ -152,7 +161,7 @@ class Completer(Generic[E, R]):
 
     async def _write_batch(self, batch: list[tuple[E, R]], writers: asyncio.Semaphore) -> None:
         try:
-            results = await self._write([req for _, req in batch])
+            results = await self._write(batch)
             self.batches += 1
             for (entry, req), result in zip(batch, results, strict=True):
                 self._pending -= 1
@@ -166,39 +175,58 @@ class Completer(Generic[E, R]):
 
     # ---- the failure policy ------------------------------------------------------------
 
-    async def _write(self, reqs: Sequence[R]) -> list[Any]:
-        """Write ``reqs``; never raises. Transient errors retry, others split the batch."""
-        delay = RETRY_FIRST
+    async def _write(self, batch: Sequence[tuple[E, R]]) -> list[Any]:
+        """Write ``batch``; never raises. Transient errors retry (writes are fenced, so a
+        retry never overwrites a newer owner), others split the batch."""
+        reqs = [req for _, req in batch]
+        unanswered = False  # a try failed in flight: it may have committed
         while True:
             try:
-                return list(await self.db(self.write_batch, reqs))
+                results = list(await self.db(self.write_batch, reqs))
             except Exception as exc:
                 if self._giving_up:
                     return [None] * len(reqs)
                 if not self.driver.is_transient(exc):
-                    return await self._isolate(reqs, exc)
-                log.warning(
-                    "writing %d outcome(s) failed (%s); retrying in %.2fs (writes are fenced, "
-                    "so a retry can never overwrite a newer owner)",
-                    len(reqs),
-                    _brief(exc),
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
+                    return await self._isolate(batch, exc)
+                unanswered = True
+                await asyncio.sleep(self.outage.failed(exc, f"writing {len(reqs)} outcome(s)"))
+                continue
+            self.outage.ok()
+            if unanswered:
+                return await self._reread_lost(batch, results)
+            return results
 
-    async def _isolate(self, reqs: Sequence[R], exc: Exception) -> list[Any]:
-        if len(reqs) > 1:
-            middle = len(reqs) // 2
-            return await self._write(reqs[:middle]) + await self._write(reqs[middle:])
-        req = reqs[0]
+    async def _reread_lost(self, batch: Sequence[tuple[E, R]], results: list[Any]) -> list[Any]:
+        """Replace each ``LeaseLost`` of a retried write by what the first try left."""
+        lost = [i for i, result in enumerate(results) if isinstance(result, LeaseLost)]
+        while lost:
+            try:
+                found = await self.db(self.recheck, [batch[i] for i in lost])
+            except Exception as exc:
+                if self._giving_up:
+                    break
+                await asyncio.sleep(self.outage.failed(exc, "re-reading outcomes"))
+                continue
+            self.outage.ok()
+            for i, result in zip(lost, found, strict=True):
+                if not isinstance(result, LeaseLost):
+                    self.found_written += 1
+                results[i] = result
+            break
+        return results
+
+    async def _isolate(self, batch: Sequence[tuple[E, R]], exc: Exception) -> list[Any]:
+        if len(batch) > 1:
+            middle = len(batch) // 2
+            return await self._write(batch[:middle]) + await self._write(batch[middle:])
+        _, req = batch[0]
         self.unwritable += 1
         log.error(
             "%s cannot be stored (%s); dead-lettering it so the other outcomes are written",
             self.describe(req),
-            _brief(exc),
+            brief(exc),
         )
-        fallback = self.fallback(req, _brief(exc))
+        fallback = self.fallback(req, brief(exc))
         try:
             return list(await self.db(self.write_batch, [fallback]))
         except Exception as again:
@@ -206,7 +234,7 @@ class Completer(Generic[E, R]):
                 "%s: even its dead-letter could not be written (%s); its lease will "
                 "expire and the reclaimer will take it",
                 self.describe(req),
-                _brief(again),
+                brief(again),
             )
             return [None]
 
@@ -223,6 +251,5 @@ def _describe_job(req: FinishRequest) -> str:
     return f"job {req.job_id}: its outcome ({req.change.to_state})"
 
 
-def _brief(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+def _reread_jobs(driver: Driver, batch: Sequence[tuple[Any, FinishRequest]]) -> list[Any]:
+    return list(jobs.reread_outcomes(driver, [req for _, req in batch]))

@@ -22,12 +22,14 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._drivers import DeliveryWrite, Driver
 from .._engine import delivery
 from .._engine.delivery import DeliveryPolicy
 from .._engine.http import httpx_module
+from .._engine.outage import Outage
 from .._engine.signing import Signer
 from .._maintenance.reclaim import reclaim_deliveries
 from ..errors import LeaseLost
@@ -103,8 +105,18 @@ class Deliverer:
             write_batch=driver.finish_deliveries,
             fallback=_dead,
             describe=lambda w: f"outbox event {w.id}: its delivery outcome ({w.to_state})",
+            recheck=partial(delivery.reread_writes, driver),
+            component="delivery outcome writes",
         )
-        self.notifier = Notifier(driver, [OUTBOX_CHANNEL], self._wake_threadsafe, listen=listen)
+        self.claims = Outage("outbox claims", driver, log)
+        self.beats = Outage("delivery heartbeats", driver, log)
+        self.notifier = Notifier(
+            driver,
+            [OUTBOX_CHANNEL],
+            self._wake_threadsafe,
+            listen=listen,
+            component="outbox wake-ups",
+        )
 
     # ---- service -----------------------------------------------------------------------
 
@@ -160,7 +172,6 @@ class Deliverer:
     # ---- claim -------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        failures = 0
         while not self._stopping:
             await self._maybe_reclaim()
             room = self.batch_size - len(self.held)
@@ -169,13 +180,10 @@ class Deliverer:
                 continue
             try:
                 events: list[OutboxEvent] = await self.db(self._claim, room)
-                failures = 0
-            except Exception as exc:
-                failures += 1
-                delay = min(self.poll[1] * 2**failures, 10.0)
-                log.warning("claiming outbox events failed (%s); retrying in %.1fs", exc, delay)
-                await self._wake.wait(delay)
+            except Exception as exc:  # the database is away: back off (<= 1 s)
+                await self._wake.wait(self.claims.failed(exc, "claim"))
                 continue
+            self.claims.ok()
             for event in events:
                 self.held[event.id] = event
                 self._sending[event.id] = asyncio.get_running_loop().create_task(
@@ -197,8 +205,8 @@ class Deliverer:
         self._next_reclaim = now + min(5.0, max(0.2, self.lease_seconds / 4))
         try:
             taken = await self.db(reclaim_deliveries, self.driver, self.policy)
-        except Exception as exc:
-            log.warning("reclaiming expired delivery leases failed (%s)", exc)
+        except Exception as exc:  # tried again at the next round
+            self.claims.failed(exc, "reclaim")
             return
         if taken:
             log.warning("reclaimed %d outbox event(s) whose delivery lease expired", len(taken))
@@ -247,17 +255,19 @@ class Deliverer:
     # ---- heartbeat ---------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        every = max(0.05, self.lease_seconds / 3)
+        every = delay = max(0.05, self.lease_seconds / 3)
         while True:
-            await asyncio.sleep(every)
+            await asyncio.sleep(delay)
+            delay = every
             held = [(e.id, e.claim_version) for e in self.held.values()]
             if not held:
                 continue
             try:
                 alive: set[int] = await self.db(self._beat, held)
-            except Exception as exc:
-                log.warning("delivery heartbeat failed (%s)", exc)
+            except Exception as exc:  # tried again soon: the leases are safe till they end
+                delay = min(every, self.beats.failed(exc, "heartbeat"))
                 continue
+            self.beats.ok()
             for event_id, _ in held:
                 if event_id not in alive and event_id in self.held:
                     event = self.held.pop(event_id)

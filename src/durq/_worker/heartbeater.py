@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._drivers import Driver
+from .._engine.outage import Outage
 from .inflight import InFlight, InFlightJobs
 
 __all__ = ["Heartbeater"]
@@ -44,6 +45,7 @@ class Heartbeater:
         self.on_lost = on_lost
         self.on_cancel = on_cancel
         self._task: asyncio.Task[None] | None = None
+        self.outage = Outage("heartbeats", driver, log)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="durq-heartbeat")
@@ -54,24 +56,23 @@ class Heartbeater:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
+        delay = self.heartbeat_seconds
         while True:
-            await asyncio.sleep(self.heartbeat_seconds)
-            await self.beat()
+            await asyncio.sleep(delay)
+            retry_in = await self.beat()
+            # A failed beat is tried again soon (<= 1 s): leases are safe if it lands
+            # before they run out.
+            delay = min(retry_in or self.heartbeat_seconds, self.heartbeat_seconds)
 
-    async def beat(self) -> None:
+    async def beat(self) -> float | None:
+        """One heartbeat; None when it was written, else the seconds until the next try."""
         entries = self.inflight.entries()
         held = [(e.job.id, e.job.claim_version) for e in entries]
         try:
             alive: dict[int, bool] = await self.db(self._beat, held, self.processed())
         except Exception as exc:
-            log.warning(
-                "heartbeat failed (%s); retrying in %.1fs. Leases last %.0fs, so jobs are "
-                "safe if the database is back before then",
-                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-                self.heartbeat_seconds,
-                self.lease_seconds,
-            )
-            return
+            return self.outage.failed(exc, "heartbeat")
+        self.outage.ok()
         for entry in entries:
             if entry not in self.inflight:
                 continue  # finished while we were writing
@@ -79,6 +80,7 @@ class Heartbeater:
                 self.on_lost(entry)
             elif alive[entry.job.id]:
                 self.on_cancel(entry)
+        return None
 
     def _beat(self, held: list[tuple[int, int]], processed: int) -> dict[int, bool]:
         with self.driver.transaction() as ex:

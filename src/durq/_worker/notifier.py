@@ -43,13 +43,20 @@ class Notifier:
 
     #: How long the listening thread blocks before it checks whether to stop.
     LISTEN_SLICE = 0.25
-    #: Pause before reconnecting a dropped LISTEN connection.
-    RECONNECT_DELAY = 2.0
+    #: Pause before reconnecting a dropped LISTEN connection (polling covers the gap).
+    RECONNECT_DELAY = 1.0
 
     def __init__(
-        self, driver: Driver, queues: Iterable[str], wake: WakeFn, *, listen: bool
+        self,
+        driver: Driver,
+        queues: Iterable[str],
+        wake: WakeFn,
+        *,
+        listen: bool,
+        component: str = "job wake-ups",
     ) -> None:
         self.driver = driver
+        self.component = component
         self.queues = frozenset(queues)
         self.wake = wake
         crosses = driver.capabilities.listen_notify or driver.capabilities.wake_after_commit
@@ -89,7 +96,8 @@ class Notifier:
                 listener = self.driver.listen()
                 self.listening.set()
                 if dropped:  # notifications sent while we were away are lost: look now
-                    log.info("listening for wake-ups again")
+                    log.warning("%s: LISTEN durq_jobs is back", self.component)
+                    dropped = False
                     self.wake("poll")
                 while not self._stop.is_set():
                     for queue in listener.notifications(self.LISTEN_SLICE):
@@ -99,13 +107,17 @@ class Notifier:
                 self.listening.clear()
                 if self._stop.is_set():
                     break
+                if not dropped:  # one line per outage, not one per reconnect attempt
+                    log.warning(
+                        "%s: LISTEN connection failed (%s); polling every poll_interval until "
+                        "it is back, retrying every %gs",
+                        self.component,
+                        str(exc).strip().splitlines()[0]
+                        if str(exc).strip()
+                        else type(exc).__name__,
+                        self.RECONNECT_DELAY,
+                    )
                 dropped = True
-                log.warning(
-                    "listening for wake-ups failed (%s); polling every poll_interval until "
-                    "it is back, retrying in %.0fs",
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-                    self.RECONNECT_DELAY,
-                )
                 self._stop.wait(self.RECONNECT_DELAY)
             finally:
                 if listener is not None:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from .. import _tracing
 from .._drivers import Driver, Executor
 from .._drivers.jobs import claim_order
+from .._engine.outage import Outage
 from ..types import Job
 from .inflight import InFlightJobs, Pulse
 
@@ -83,6 +84,7 @@ class Producer:
         self._stopping = False
         #: ``{job_id: traceparent}`` of the last claim's traced jobs (tracing only).
         self.trace_contexts: dict[int, str] = {}
+        self.outage = Outage("claims", driver, log)
 
     # ---- wake-ups (event loop thread) ---------------------------------------------------
 
@@ -107,7 +109,6 @@ class Producer:
 
     async def run(self) -> None:
         reason = "start"
-        failures = 0
         while not self._stopping:
             want = self._room()
             if want == 0:
@@ -119,13 +120,10 @@ class Producer:
             self._wake_reason = None  # wake-ups from now on may mean new work
             try:
                 jobs: list[Job] = await self.db(self._claim, want)
-                failures = 0
-            except Exception as exc:  # the database is away: back off, never crash
-                failures += 1
-                delay = min(self.poll_interval * 2**failures, 10.0)
-                log.warning("claim failed (%s); retrying in %.1fs", _brief(exc), delay)
-                await self._sleep(delay)
+            except Exception as exc:  # the database is away: back off (<= 1 s), never crash
+                await self._sleep(self.outage.failed(exc, "claim"))
                 continue
+            self.outage.ok()
             self._record(reason, jobs)
             traces, self.trace_contexts = self.trace_contexts, {}
             for job in jobs:
@@ -211,8 +209,3 @@ class Producer:
 
     async def _sleep(self, seconds: float) -> None:
         await self._wake.wait(seconds)
-
-
-def _brief(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

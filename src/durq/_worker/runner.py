@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from .._engine import pipeline
 from .._engine.identity import default_worker_id
+from .._engine.outage import Outage, retry_transient
 from .._engine.secrets import keyring_from_settings
 from .._engine.signing import signer_from_settings
 from .._maintenance.loop import Maintenance
@@ -65,6 +66,8 @@ FLUSH_TIMEOUT = 15.0
 CANCEL_GRACE = 0.1
 #: How long closing the loop waits for its last tasks to take their cancel.
 CLOSE_TIMEOUT = 5.0
+#: How long shutdown keeps trying to mark the worker stopped while the database is away.
+BOOKKEEPING_TIMEOUT = 10.0
 
 
 class Worker:
@@ -357,8 +360,12 @@ class Worker:
             )
 
     def _mark_stopped(self) -> None:
-        with self.driver.transaction() as ex:
-            self.driver.worker_stop(ex, self.worker_id, self.completer.written)
+        def write() -> None:
+            with self.driver.transaction() as ex:
+                self.driver.worker_stop(ex, self.worker_id, self.completer.written)
+
+        # Right after a restart the first try may meet a dropped connection: try again.
+        retry_transient(self.driver, write, timeout=BOOKKEEPING_TIMEOUT)
 
     # ---- stopping ----------------------------------------------------------------------
 
@@ -448,10 +455,13 @@ class Worker:
         self.notifier.stop()
         try:
             await self._db(self._mark_stopped)
-            if self.maintenance is not None:
-                await self._db(self.maintenance.close)
         except Exception as exc:
             log.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
+        if self.maintenance is not None:
+            try:  # a leader that cannot say so is replaced when its lease runs out
+                await self._db(self.maintenance.close)
+            except Exception as exc:
+                log.warning("could not give up the leader role: %s", exc)
         if self.processes is not None:
             await self._db(self.processes.close)
         self._task_pool.shutdown(wait=False, cancel_futures=True)
@@ -460,12 +470,14 @@ class Worker:
 
     async def _maintain(self) -> None:
         assert self.maintenance is not None
+        outage = Outage("maintenance", self.driver, logging.getLogger("durq.maintenance"))
         while True:
             try:
                 delay = await self._db(self.maintenance.step)
-            except Exception as exc:
-                delay = 5.0
-                log.warning("maintenance round failed (%s); next try in %.0fs", exc, delay)
+            except Exception as exc:  # reclaim, leader and periodic ticks: back within ~1 s
+                delay = outage.failed(exc, "round")
+            else:
+                outage.ok()
             await asyncio.sleep(delay)
 
     async def _watch_parent(self) -> None:

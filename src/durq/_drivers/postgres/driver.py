@@ -22,6 +22,7 @@ from ..base import Capabilities, FinishRequest, NewJob
 from ..driver import Driver
 from ..rows import finish_row, json_param
 from ..sql import Executor, Queries, migrations_in
+from .pool import POOL_NAME, DurqPool
 
 __all__ = ["PostgresDriver", "PsycopgExecutor", "conninfo_from_url"]
 
@@ -133,13 +134,16 @@ class PostgresDriver(Driver):
             with self._lock:
                 if self._pool is None:
                     self.connect().close()  # fail fast with a clear error, not a pool timeout
-                    self._pool = ConnectionPool(
+                    self._pool = DurqPool(
                         self.conninfo,
                         min_size=self.min_size,
                         max_size=self.max_size,
                         open=True,
-                        name="durq",
+                        name=POOL_NAME,
                         configure=_configure,
+                        # A connection the server dropped (a restart, a killed backend)
+                        # is found on checkout and replaced, never handed out again.
+                        check=ConnectionPool.check_connection,
                         kwargs=self._connect_kwargs,
                     )
         return self._pool

@@ -31,6 +31,10 @@ SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runti
        outcome, error_code, error_message, processed, failed, summary, traceback
 FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
 
+-- name: attempt_outcome
+-- What the attempt record of one claim says (none: nothing finished that claim yet).
+SELECT outcome FROM durq_attempts WHERE job_id = :job_id AND claim_version = :claim_version
+
 -- name: queue_counts
 SELECT queue, state, count(*) AS n FROM durq_jobs GROUP BY queue, state
 

@@ -1,0 +1,117 @@
+"""durq's psycopg connection pool: connections checked on checkout, and recovery from a
+restart or killed backends measured in a second rather than in tens of them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from psycopg import Connection
+from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
+
+__all__ = ["POOL_NAME", "DurqPool"]
+
+#: The name of durq's connection pools (psycopg's pool log lines carry it).
+POOL_NAME = "durq"
+
+
+class _CappedAttempt(AttemptWithBackoff):
+    """psycopg's reconnect backoff (1 s, doubling) capped near a second, so the pool has
+    connections again about a second after the server is back."""
+
+    INITIAL_DELAY = 0.1
+    CAP = 1.0
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, self.CAP)
+
+
+class DurqPool(ConnectionPool):
+    """psycopg's pool; ``check=ConnectionPool.check_connection`` is what durq passes."""
+
+    def getconn(self, timeout: float | None = None) -> Connection[Any]:
+        with _own_pool_lines():
+            return super().getconn(timeout)
+
+    def putconn(self, conn: Connection[Any]) -> None:
+        with _own_pool_lines():
+            super().putconn(conn)
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(
+            attempt or _CappedAttempt(timeout=self.reconnect_timeout), growing=growing
+        )
+
+    def _getconn_with_check_loop(self, deadline: float) -> Connection[Any]:
+        # psycopg waits 1 s, 2 s, 4 s ... after each connection that fails its check; after
+        # a restart every idle connection fails it, so a checkout could wait out the whole
+        # timeout. One failed check sweeps every idle connection at once (dead ones are
+        # replaced), and the waits between tries stay capped near a second.
+        attempt: _CappedAttempt | None = None
+        swept = False
+        while True:
+            conn = self._getconn_unchecked(deadline - time.monotonic())
+            try:
+                self._check_connection(conn)
+            except BaseException as exc:
+                self._putconn(conn, from_getconn=True)
+                if not isinstance(exc, Exception):
+                    raise  # cancelled, interrupted: give the connection back and stop
+            else:
+                return conn
+            if not swept:
+                swept = True
+                self.check()
+                continue
+            now = time.monotonic()
+            if attempt is None:
+                attempt = _CappedAttempt(timeout=deadline - now)
+            attempt.update_delay(now)
+            if attempt.time_to_give_up(now):
+                raise PoolTimeout()
+            time.sleep(attempt.delay)
+
+
+_in_pool = threading.local()
+
+
+@contextmanager
+def _own_pool_lines() -> Iterator[None]:
+    _in_pool.active = True
+    try:
+        yield
+    finally:
+        _in_pool.active = False
+
+
+class _QuietPoolLines(logging.Filter):
+    """psycopg's pool logs a WARNING per broken connection and per failed reconnect; durq's
+    components log one line when the database goes away and one when it is back, so the
+    pool's own lines about durq's pools (from its threads, named after the pool, or from a
+    checkout of one) are demoted to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and (
+            getattr(_in_pool, "active", False)
+            or (record.threadName or "").startswith(f"{POOL_NAME}-")
+            or _names_durq_pool(record.args)
+        ):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def _names_durq_pool(args: Any) -> bool:
+    for arg in args if isinstance(args, tuple) else ():
+        if arg == POOL_NAME or getattr(getattr(arg, "_pool", None), "name", None) == POOL_NAME:
+            return True
+    return False
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietPoolLines())
