@@ -85,8 +85,8 @@ class Completer(Generic[E, R]):
         self.driver = driver
         self.db = db
         self.on_written = on_written
-        self.write_batch: Callable[[Sequence[R]], Sequence[Any]] = (
-            write_batch or partial(_write_jobs, driver)
+        self.write_batch: Callable[[Sequence[R]], Sequence[Any]] = write_batch or partial(
+            _write_jobs, driver
         )
         self.fallback: Callable[[R, str], R] = fallback or _job_fallback  # type: ignore[assignment]
         self.describe: Callable[[R], str] = describe or _describe_job  # type: ignore[assignment]

@@ -39,11 +39,12 @@ from .._engine import pipeline
 from .._engine.policy import unwritable
 from .._engine.secrets import keyring_from_settings
 from .._engine.signing import signer_from_settings
+from ..errors import ConfigurationError
 from ..settings import Settings
 from ..types import Job
 from .config import WorkerApp
 
-__all__ = ["AppLoader", "ImportPath", "Reply", "TaskProcesses", "describe_exit"]
+__all__ = ["AppLoader", "ImportPath", "Reply", "TaskProcesses", "describe_exit", "task_processes"]
 
 log = logging.getLogger("durq.worker")
 
@@ -369,3 +370,31 @@ def _exit_with_parent(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(PARENT_CHECK_SECONDS)
     os._exit(1)
+
+
+def task_processes(
+    app: WorkerApp, settings: Settings, worker_id: str, loader: AppLoader | None
+) -> TaskProcesses | None:
+    """The task processes this worker needs: every task's under ``pool="process"``, the
+    ``isolated=True`` tasks' otherwise, none if no task runs in one."""
+    every_task = settings.pool == "process"
+    isolated = frozenset(name for name, task in app.tasks.items() if task.isolated)
+    if not every_task and not isolated:
+        return None
+    loader = loader or ImportPath.of(app)
+    if loader is None:
+        why = "pool='process'" if every_task else f"isolated tasks ({', '.join(sorted(isolated))})"
+        raise ConfigurationError(
+            f"{why} need the App's import path to load it in task processes, and this App "
+            "is no module's attribute: define it at module level (app = durq.App() in "
+            "myproj/jobs.py), run `durq worker --app myproj.jobs:app`, or pass app_loader= "
+            "(a picklable function that returns the App)"
+        )
+    return TaskProcesses(
+        loader,
+        settings,
+        worker_id=worker_id,
+        every_task=every_task,
+        isolated=isolated,
+        max_tasks_per_child=settings.max_tasks_per_child,
+    )

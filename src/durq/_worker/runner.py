@@ -25,7 +25,6 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-import signal
 import socket
 import threading
 from collections import Counter
@@ -39,7 +38,7 @@ from .._engine.secrets import keyring_from_settings
 from .._engine.signing import signer_from_settings
 from .._maintenance.loop import Maintenance
 from ..errors import ConfigurationError
-from ..settings import Settings, redact_url
+from ..settings import redact_url
 from .completer import Completer
 from .config import TaskThreads, WorkerApp, resolve_queues, worker_settings
 from .delivery_process import deliverer_for_worker
@@ -47,8 +46,9 @@ from .executor import Executor
 from .heartbeater import Heartbeater
 from .inflight import InFlightJobs
 from .notifier import Notifier
-from .processes import AppLoader, ImportPath, TaskProcesses
+from .processes import AppLoader, task_processes
 from .producer import Producer
+from .shutdown import GracefulShutdown, close_loop
 
 __all__ = ["Worker"]
 
@@ -62,15 +62,11 @@ T = TypeVar("T")
 SPARE_TASK_THREADS = 4
 #: How long shutdown waits for the last outcomes to be written.
 FLUSH_TIMEOUT = 15.0
-#: How long shutdown lets cancelled tasks stop before it says some will not.
-CANCEL_GRACE = 0.1
-#: How long closing the loop waits for its last tasks to take their cancel.
-CLOSE_TIMEOUT = 5.0
 #: How long shutdown keeps trying to mark the worker stopped while the database is away.
 BOOKKEEPING_TIMEOUT = 10.0
 
 
-class Worker:
+class Worker(GracefulShutdown):
     """One worker process: claims, runs and completes jobs until stopped.
 
     ``Worker(app, concurrency=8).run()`` blocks and returns the exit code; from another
@@ -223,7 +219,7 @@ class Worker:
             self.exit_code = loop.run_until_complete(self._main(install_signals))
         finally:
             try:
-                _close_loop(loop, wait_for_tasks=not self.left_running)
+                close_loop(loop, wait_for_tasks=not self.left_running)
             finally:
                 asyncio.set_event_loop(None)
                 self.finished.set()
@@ -375,82 +371,6 @@ class Worker:
             with contextlib.suppress(RuntimeError):  # the loop is closing
                 loop.call_soon_threadsafe(producer.wake, reason)
 
-    def _begin_stop(self) -> None:
-        if self._stop_requested_at is not None:
-            return
-        assert self._loop is not None
-        self._stop_requested_at = self._loop.time()
-        log.info(
-            "worker %s stopping: no new claims; waiting up to %gs for %d running job(s)",
-            self.worker_id,
-            self.settings.shutdown_timeout,
-            len(self.inflight.running()),
-        )
-        self._stop_event.set()
-        self.inflight.changed.fire()
-
-    def _install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_signal, sig)
-
-    def _on_signal(self, sig: signal.Signals) -> None:
-        self._signals += 1
-        if self._signals == 1:
-            log.info(
-                "received %s: shutting down gracefully (send it again to exit at once)", sig.name
-            )
-            self._begin_stop()
-            return
-        log.warning(
-            "received %s again: exiting now; the leases of %d job(s) will expire and another "
-            "worker will reclaim them",
-            sig.name,
-            len(self.inflight),
-        )
-        for handler in logging.getLogger().handlers + log.handlers:
-            handler.flush()
-        os._exit(1)
-
-    async def _drain(self) -> None:
-        """Wait for running jobs (bounded by shutdown_timeout once a stop was asked),
-        release the rest, then write every outcome."""
-        loop = asyncio.get_running_loop()
-        while self.inflight.running():
-            left: float | None = None
-            if self._stop_requested_at is not None:
-                left = self._stop_requested_at + self.settings.shutdown_timeout - loop.time()
-                if left <= 0:
-                    break
-            stop_pending = self._stop_requested_at is None
-            await self.inflight.changed.wait(left)
-            if stop_pending and self._stop_requested_at is not None:
-                continue  # a stop arrived: the timeout starts counting now
-        if not self.inflight.running():
-            return
-        self.executor.release_all()
-        hard = loop.time() + self.settings.shutdown_hard_timeout
-        if await self._stopped_by(loop.time() + CANCEL_GRACE):
-            return  # every cancel landed
-        log.warning(
-            "worker %s: %d job(s) still running after the shutdown timeout; keeping their "
-            "leases (heartbeated) until their code stops, for at most %gs more",
-            self.worker_id,
-            len(self.inflight.running()),
-            self.settings.shutdown_hard_timeout,
-        )
-        if not await self._stopped_by(hard):
-            self.left_running = self.executor.leave_running()
-
-    async def _stopped_by(self, deadline: float) -> bool:
-        """Wait (heartbeating) until no job's code runs, or ``deadline``; True if none."""
-        loop = asyncio.get_running_loop()
-        while self.inflight.running():
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            await self.inflight.changed.wait(left)
-        return True
-
     async def _shutdown_parts(self) -> None:
         self.notifier.stop()
         try:
@@ -498,57 +418,3 @@ class Worker:
         if self.deliverer is not None and self.deliverer.attempted:
             summary += f"; {self.deliverer.summary()}"
         return summary
-
-
-def task_processes(
-    app: WorkerApp, settings: Settings, worker_id: str, loader: AppLoader | None
-) -> TaskProcesses | None:
-    """The task processes this worker needs: every task's under ``pool="process"``, the
-    ``isolated=True`` tasks' otherwise, none if no task runs in one."""
-    every_task = settings.pool == "process"
-    isolated = frozenset(name for name, task in app.tasks.items() if task.isolated)
-    if not every_task and not isolated:
-        return None
-    loader = loader or ImportPath.of(app)
-    if loader is None:
-        why = "pool='process'" if every_task else f"isolated tasks ({', '.join(sorted(isolated))})"
-        raise ConfigurationError(
-            f"{why} need the App's import path to load it in task processes, and this App "
-            "is no module's attribute: define it at module level (app = durq.App() in "
-            "myproj/jobs.py), run `durq worker --app myproj.jobs:app`, or pass app_loader= "
-            "(a picklable function that returns the App)"
-        )
-    return TaskProcesses(
-        loader,
-        settings,
-        worker_id=worker_id,
-        every_task=every_task,
-        isolated=isolated,
-        max_tasks_per_child=settings.max_tasks_per_child,
-    )
-
-
-def _close_loop(loop: asyncio.AbstractEventLoop, *, wait_for_tasks: bool) -> None:
-    """Close the worker's loop like ``asyncio.run``, except that a task left running past
-    the hard shutdown deadline is not waited for, nor (briefly bounded) one that ignores
-    this last cancel: either would hold the exit forever."""
-    try:
-        if not wait_for_tasks:
-            return
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=CLOSE_TIMEOUT))
-            for task in done:
-                if not task.cancelled():
-                    task.exception()  # retrieved: the worker already logged what mattered
-            if pending:
-                log.warning(
-                    "%d task(s) ignored the cancel at exit; not waiting for them", len(pending)
-                )
-                return
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
-    finally:
-        loop.close()
