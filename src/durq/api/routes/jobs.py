@@ -12,7 +12,7 @@ import structlog
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from ...errors import JobNotFound
+from ...errors import JobGone, JobNotFound
 from ...types import TERMINAL_STATES, Job, JobState
 from ...wire import requeue_view
 from ..auth import Principal, require
@@ -49,8 +49,14 @@ IDEMPOTENCY_HEADER = Header(
 
 
 def visible_job(service: Service, principal: Principal, job_id: int) -> Job:
-    """The job, if this key may see it; another owner's job is 'not found', not 'forbidden'."""
-    job = service.app.get_job(job_id)
+    """The job, if this key may see it; another owner's job is 'not found', not 'forbidden',
+    and so is another owner's pruned job: only its owner learns that it is gone."""
+    try:
+        job = service.app.get_job(job_id)
+    except JobGone as gone:
+        if principal.tenant is not None and gone.created_by != principal.tenant:
+            raise JobNotFound(job_id) from None
+        raise
     if principal.tenant is not None and job.created_by != principal.tenant:
         raise JobNotFound(job_id)
     return job
