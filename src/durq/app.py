@@ -159,6 +159,8 @@ class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegi
             idempotency_key=idempotency_key,
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
+            max_args_bytes=self.settings.max_args_bytes,
+            max_json_depth=self.settings.max_json_depth,
             request_hash_override=request_hash,
             breaker_key=breaker_key,
             breaker_rule=breaker or self._breaker_rule(""),
@@ -333,4 +335,6 @@ class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegi
             keyring=self.keyring,
             signer=signer_from_settings(self.settings),
             refresh_timeout=self.settings.refresh_timeout,
+            max_result_bytes=self.settings.max_result_bytes,
+            max_json_depth=self.settings.max_json_depth,
         )

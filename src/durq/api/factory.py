@@ -17,6 +17,7 @@ from .context import BodyLimit, RequestContext
 from .errors import install_error_handlers
 from .routes import breakers, events, health, internal, jobs, keys, queues
 from .service import Service
+from .strict import RouteTable, StrictQuery
 
 log = structlog.get_logger("durq.api")
 
@@ -60,6 +61,15 @@ def create_app(app: App, settings: Settings | None = None) -> FastAPI:
     install_error_handlers(api)
     for module in (jobs, events, queues, breakers, keys, internal, health):
         api.include_router(module.router)
+    tables: list[RouteTable] = []
+
+    def route_table() -> RouteTable:  # read from the finished document, at first use
+        if not tables:
+            tables.append(RouteTable(api.openapi()))
+        return tables[0]
+
+    api.state.route_table = route_table
+    api.add_middleware(StrictQuery, table=route_table)
     # Added last = outermost: the request context wraps the body limit.
     api.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     api.add_middleware(
