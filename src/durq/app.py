@@ -14,7 +14,7 @@ from ._engine.enqueue import insert_job, insert_jobs
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.signing import signer_from_settings
-from ._engine.validate import build_new_job
+from ._engine.validate import build_new_job, validate_task_name
 from .errors import SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
 from .inline import InlineRunner
@@ -137,6 +137,8 @@ class App(JobOperations, InlineRunner, OutboxOperations, KeyOperations, TaskRegi
         name it does not know is refused (with the closest known name) unless
         ``unchecked=True`` says the task lives in another code base, or the App defines no
         task at all (a producer without the code)."""
+        if isinstance(task, str):  # a malformed name is that, before it is an unknown one
+            validate_task_name(task)
         name, known = self._resolve(task, unchecked=unchecked)
         breaker = self._breaker_rule(breaker_key) if isinstance(breaker_key, str) else None
         limit = self._limit_for(concurrency_key) if isinstance(concurrency_key, str) else None

@@ -3,6 +3,7 @@ no 5xx, and every status, content type and body the schema documents."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -26,8 +28,10 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    positive_data_acceptance,  # a request the document calls valid is not refused
 ]
-EXAMPLES_PER_OPERATION = 12  # bounded so the suite stays fast; raise locally to dig deeper
+# Bounded so the suite stays fast; dig deeper locally with DURQ_FUZZ_EXAMPLES=200.
+EXAMPLES_PER_OPERATION = int(os.environ.get("DURQ_FUZZ_EXAMPLES", "12"))
 
 
 def test_api_conforms_to_its_schema(make_api: Callable[..., Api]) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "check_json_shape",
     "parse_states",
     "request_hash",
+    "validate_task_name",
 ]
 
 MAX_KEY_LENGTH = 255

@@ -53,6 +53,7 @@ from ..errors import (
     ValidationError,
 )
 from .request_id import current_request_id
+from .schemas import PATTERN_HINTS
 
 __all__ = ["ApiError", "error_response", "install_error_handlers"]
 
@@ -134,6 +135,12 @@ def describe_validation(errors: Sequence[Mapping[str, Any]]) -> tuple[str, list[
             msg = "unknown field: remove it (see /docs for the fields this route takes)"
         elif kind == "missing":
             msg = "this field is required"
+        elif kind == "dict_type":
+            msg = 'must be a JSON object, e.g. {"image_id": 7}'
+        elif kind == "string_pattern_mismatch" and (
+            hint := PATTERN_HINTS.get(str(err.get("ctx", {}).get("pattern", "")))
+        ):
+            msg = hint
         else:
             msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         sentences.append(f"{where}: {msg}")
@@ -186,7 +193,7 @@ def install_error_handlers(api: FastAPI) -> None:
         return error_response(422, "E_VALIDATION", message, details=details)
 
     @api.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
             return error_response(
                 404,

@@ -14,6 +14,7 @@ from ..app import App
 from ..errors import DurqError
 from ..settings import Settings
 from .context import BodyLimit, RequestContext
+from .document import refined_openapi
 from .errors import install_error_handlers
 from .routes import breakers, events, health, internal, jobs, keys, queues
 from .service import Service
@@ -61,6 +62,7 @@ def create_app(app: App, settings: Settings | None = None) -> FastAPI:
     install_error_handlers(api)
     for module in (jobs, events, queues, breakers, keys, internal, health):
         api.include_router(module.router)
+    api.openapi = refined_openapi(api, app, settings)  # type: ignore[method-assign]
     tables: list[RouteTable] = []
 
     def route_table() -> RouteTable:  # read from the finished document, at first use
