@@ -26,7 +26,7 @@ from .errors import ApiError
 from .ratelimit import RateLimiter
 from .service import Service, get_service
 
-__all__ = ["Power", "Principal", "internal_only", "require"]
+__all__ = ["Power", "Principal", "internal_only", "metrics_access", "require"]
 
 Power = Literal["read", "submit", "operate", "admin"]
 
@@ -197,3 +197,15 @@ def internal_only(
             "internal route: send the X-Internal-Token header with the value of "
             "DURQ_API_INTERNAL_TOKEN",
         )
+
+
+def metrics_access(
+    request: Request,
+    service: Annotated[Service, Depends(get_service)],
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
+    header_key: Annotated[str | None, Security(header_scheme)],
+) -> None:
+    """``/metrics`` is open unless ``DURQ_METRICS_AUTH=true``; then it needs any valid key
+    (the lowest role reads it), like every other read."""
+    if service.settings.metrics_auth:
+        require("read")(request, service, bearer, header_key)
