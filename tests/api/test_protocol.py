@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import uvicorn
@@ -19,6 +19,15 @@ from ..waiting import wait_until
 from .conftest import Api, build_api
 from .test_serve import free_port
 
+
+@pytest.fixture
+def web(sqlite_url: str) -> Iterator[Api]:
+    """The HTTP layer does not depend on the backend: one (SQLite) is enough here."""
+    api = build_api(sqlite_url)
+    yield api
+    api.close()
+
+
 ALLOWED = {
     "/v1/jobs": "GET, HEAD, OPTIONS, POST",
     "/v1/jobs/7": "GET, HEAD, OPTIONS",
@@ -29,7 +38,8 @@ ALLOWED = {
 }
 
 
-def test_options_and_405_name_every_allowed_method(api: Api) -> None:
+def test_options_and_405_name_every_allowed_method(web: Api) -> None:
+    api = web
     for path, allowed in ALLOWED.items():
         options = api.client.options(path)
         assert (options.status_code, options.headers["allow"]) == (204, allowed), path
@@ -42,7 +52,8 @@ def test_options_and_405_name_every_allowed_method(api: Api) -> None:
     assert api.client.options("/v1/nowhere").status_code == 404
 
 
-def test_repeated_query_values_are_refused_unless_documented_as_arrays(api: Api) -> None:
+def test_repeated_query_values_are_refused_unless_documented_as_arrays(web: Api) -> None:
+    api = web
     api.submit()
     twice = api.call("GET", "/v1/jobs?limit=1&limit=2", "viewer")
     assert twice.status_code == 422, twice.text
@@ -53,7 +64,8 @@ def test_repeated_query_values_are_refused_unless_documented_as_arrays(api: Api)
     assert states.status_code == 200 and len(states.json()["data"]) == 1
 
 
-def test_negative_content_length_gets_the_envelope_from_the_app(api: Api) -> None:
+def test_negative_content_length_gets_the_envelope_from_the_app(web: Api) -> None:
+    api = web
     response = api.call(
         "POST", "/v1/jobs", "producer", headers={"Content-Length": "-1"}, content=b""
     )
@@ -101,11 +113,14 @@ def test_negative_content_length_gets_the_envelope_from_the_server(real_server: 
     assert error["request_id"] == headers["x-request-id"]
 
 
-def test_metrics_need_a_key_when_configured(make_api: Callable[..., Api]) -> None:
-    closed = make_api(metrics_auth=True)
+def test_metrics_need_a_key_when_configured(sqlite_url: str) -> None:
+    closed = build_api(sqlite_url, metrics_auth=True)
     refused = closed.client.get("/metrics")
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "E_UNAUTHENTICATED"
     allowed = closed.call("GET", "/metrics", "viewer")
     assert allowed.status_code == 200 and "durq_" in allowed.text
-    assert make_api().client.get("/metrics").status_code == 200  # open by default
+    closed.close()
+    opened = build_api(sqlite_url)
+    assert opened.client.get("/metrics").status_code == 200  # open by default
+    opened.close()
