@@ -13,6 +13,7 @@ import base64
 import json
 import logging
 import re
+import warnings
 from typing import Any
 
 import pytest
@@ -24,7 +25,11 @@ from durq.api.keys import KeyService
 from durq.cli.main import app as cli
 from durq.settings import Settings
 
-from .conftest import Api, TestClient
+with warnings.catch_warnings():  # starlette suggests httpx2; httpx is what durq ships with
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from .conftest import Api
 from .test_access import ROUTES, fill
 
 PASSWORD = "pw-PLANTED-7f3a9c41"

@@ -237,8 +237,8 @@ def build_new_job(
         or not 1 <= max_attempts <= MAX_ATTEMPTS
     ):
         raise ValidationError(
-            f"max_attempts must be an integer from 1 (no retries) to {MAX_ATTEMPTS}, "
-            f"got {max_attempts!r}"
+            f"max_attempts must be an integer >= 1 (1 means no retries) and at most "
+            f"{MAX_ATTEMPTS}, got {max_attempts!r}"
         )
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str)
