@@ -19,6 +19,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from .._engine.validate import MAX_DELAY_SECONDS
 from ..types import QUEUE_NAME_RE
 from ..wire import (
     ArtifactOut,
@@ -52,7 +53,6 @@ __all__ = [
 T = TypeVar("T")
 
 MAX_JOB_ID = 2**63 - 1
-MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600  # ten years; further is a mistake, not a schedule
 INT32 = (-(2**31), 2**31 - 1)
 
 
@@ -179,7 +179,8 @@ JsonObject = Annotated[
 ]
 
 #: RFC 3339 with a zone, in years the database stores (the UTC instant in 1970-9998; the
-#: document promises 1971-9997 so that no offset takes a valid value out of range).
+#: document promises 1971-9997 so that no offset takes a valid value out of range, and days
+#: up to 28 so that every match is a real date; the server takes every real date).
 TIMESTAMP_PATTERN = (
     r"^(?:19[7-9][1-9]|19[89]0|[2-8]\d{3}|9[0-8]\d{2}|99[0-8]\d|999[0-7])"
     r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])"
