@@ -31,6 +31,12 @@ Authenticate with an API key (`durq keys create --owner NAME --role ROLE`) sent 
 `Authorization: Bearer <key>` or `X-API-Key: <key>`. Successes are `{"data": ...}`;
 errors are `{"error": {"code", "message", "request_id"}}` with stable codes.
 Every response carries `X-Request-ID`.
+
+A query parameter is given once unless this document makes it an array (`state`): a
+repeated one is refused (422). `OPTIONS` on a path answers 204 with `Allow`, and a method
+a path does not take answers 405 with the same `Allow`. A body is at most
+`DURQ_API_MAX_BODY_BYTES` (413); a job's `args` at most `DURQ_MAX_ARGS_BYTES` of JSON and
+`DURQ_MAX_JSON_DEPTH` levels deep (422); a body that is not JSON answers 400 `E_BAD_JSON`.
 """
 
 
