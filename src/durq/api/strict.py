@@ -85,8 +85,9 @@ class StrictQuery:
             repeated = sorted({n for n in names if names.count(n) > 1})
             if repeated:
                 path = scope["path"][len(scope.get("root_path", "")) :] or "/"
-                may_repeat = self.table().repeatable(scope["method"], path) or frozenset()
-                refused = [n for n in repeated if n not in may_repeat]
+                may_repeat = self.table().repeatable(scope["method"], path)
+                # An operation the document does not describe (a mounted page) sets its own rules.
+                refused = [] if may_repeat is None else [n for n in repeated if n not in may_repeat]
                 if refused:
                     await error_response(
                         422,
