@@ -42,7 +42,7 @@ AUDIT_IGNORES = $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' -e 's/^[[:spac
 
 audit: $(STAMP)
 	@if [ "$${DURQ_AUDIT:-auto}" = offline ] || ! $(PY) -c "import urllib.request as r; r.urlopen('https://pypi.org/simple/pip/', timeout=5)" >/dev/null 2>&1; then \
-		echo "pip-audit skipped: offline (no route to the advisory service); run 'make audit' where there is one"; \
+		echo "pip-audit skipped: offline (DURQ_AUDIT=offline, or no route to the advisory service); run 'make audit' where there is one"; \
 	else \
 		$(VENV)/bin/pip-audit --strict --progress-spinner off --disable-pip --no-deps -r constraints.txt $(AUDIT_IGNORES); \
 	fi
