@@ -330,6 +330,12 @@ FROM durq_jobs
 WHERE state IN ('queued', 'retry_wait') AND run_at <= now()
 GROUP BY queue
 
+-- name: queue_owner_counts
+-- One owner's jobs per queue and state, and how many of them are ready to run now.
+SELECT queue, state, count(*) AS n,
+       count(*) FILTER (WHERE state IN ('queued', 'retry_wait') AND run_at <= now()) AS ready
+FROM durq_jobs WHERE created_by = :owner GROUP BY queue, state
+
 -- name: queue_set_paused
 INSERT INTO durq_queues (name, paused) VALUES (:name, :paused)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()

@@ -26,6 +26,9 @@ SELECT {job_columns} FROM durq_jobs WHERE id = :id
 -- name: tombstone_get
 SELECT job_id FROM durq_tombstones WHERE job_id = :id
 
+-- name: tombstone_owner
+SELECT created_by FROM durq_tombstones WHERE job_id = :id
+
 -- name: attempt_list
 SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
        outcome, error_code, error_message, processed, failed, summary, traceback
