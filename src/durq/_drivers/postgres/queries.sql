@@ -322,12 +322,19 @@ WHERE id = :id AND state = ANY(CAST(:from_states AS text[]))
 RETURNING {job_columns}
 
 -- name: queue_ready_ages
+-- Through the ready and limited indexes (each part names its index's exact condition), so
+-- finished jobs are never read however many are retained.
 SELECT queue,
        count(*) AS ready,
        EXTRACT(EPOCH FROM now() - min(run_at)) AS oldest_age,
        EXTRACT(EPOCH FROM percentile_disc(0.95) WITHIN GROUP (ORDER BY now() - run_at)) AS p95_age
-FROM durq_jobs
-WHERE state IN ('queued', 'retry_wait') AND run_at <= now()
+FROM (
+    SELECT queue, run_at FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NULL AND run_at <= now()
+    UNION ALL
+    SELECT queue, run_at FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL AND run_at <= now()
+) ready
 GROUP BY queue
 
 -- name: queue_owner_counts

@@ -88,13 +88,6 @@ GROUP BY j.queue, j.task, a.outcome, bucket
 
 -- ---- the dashboard ----
 
--- name: queue_live_counts
--- Jobs waiting or running, by queue and state: read through the state index, never
--- touching finished jobs however many are retained.
-SELECT queue, state, count(*) AS n FROM durq_jobs
-WHERE state IN ('queued', 'retry_wait', 'running')
-GROUP BY queue, state
-
 -- name: stats_minute_upsert
 INSERT INTO durq_stats_minutes
     (minute, queue, succeeded, failed, dead_letter, pickup_p50_ms, pickup_p95_ms)
