@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.durq-installed
 
-.PHONY: demo test lint bench install clean chaos
+.PHONY: demo test lint audit bench install clean chaos
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,21 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests recipes
 	$(VENV)/bin/ruff format --check src tests recipes
 	$(VENV)/bin/mypy
+	$(VENV)/bin/bandit -c pyproject.toml -r src -q
+	@$(MAKE) --no-print-directory audit
+
+# Known vulnerabilities in the pinned dependencies: pip-audit reads constraints.txt as it is
+# (every pin, no resolving, nothing installed). A finding fails the build unless
+# pip-audit-ignore.txt lists its id with the reason it does not apply. Without a route to
+# the advisory service (or with DURQ_AUDIT=offline) the audit says so and is skipped.
+AUDIT_IGNORES = $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' -e 's/^[[:space:]]*/--ignore-vuln /' pip-audit-ignore.txt)
+
+audit: $(STAMP)
+	@if [ "$${DURQ_AUDIT:-auto}" = offline ] || ! $(PY) -c "import urllib.request as r; r.urlopen('https://pypi.org/simple/pip/', timeout=5)" >/dev/null 2>&1; then \
+		echo "pip-audit skipped: offline (DURQ_AUDIT=offline, or no route to the advisory service); run 'make audit' where there is one"; \
+	else \
+		$(VENV)/bin/pip-audit --strict --progress-spinner off --disable-pip --no-deps -r constraints.txt $(AUDIT_IGNORES); \
+	fi
 
 # The peers live in their own venv so `make test` never installs them.
 BENCH_VENV  := .venv-bench

@@ -15,7 +15,7 @@ from ._engine.enqueue import insert_job, insert_job_ids, insert_jobs
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.signing import signer_from_settings
-from ._engine.validate import build_new_job
+from ._engine.validate import build_new_job, validate_task_name
 from .errors import SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
 from .inline import InlineRunner
@@ -158,6 +158,8 @@ class App(
         name it does not know is refused (with the closest known name) unless
         ``unchecked=True`` says the task lives in another code base, or the App defines no
         task at all (a producer without the code)."""
+        if isinstance(task, str):  # a malformed name is that, before it is an unknown one
+            validate_task_name(task)
         name, known = self._resolve(task, unchecked=unchecked)
         breaker = self._breaker_rule(breaker_key) if isinstance(breaker_key, str) else None
         limit = self._limit_for(concurrency_key) if isinstance(concurrency_key, str) else None
@@ -180,6 +182,8 @@ class App(
             idempotency_key=idempotency_key,
             idempotency_scope=idempotency_scope,
             idempotency_ttl=idempotency_ttl or self.settings.idempotency_ttl_seconds,
+            max_args_bytes=self.settings.max_args_bytes,
+            max_json_depth=self.settings.max_json_depth,
             request_hash_override=request_hash,
             breaker_key=breaker_key,
             breaker_rule=breaker or self._breaker_rule(""),
@@ -392,4 +396,6 @@ class App(
             keyring=self.keyring,
             signer=signer_from_settings(self.settings),
             refresh_timeout=self.settings.refresh_timeout,
+            max_result_bytes=self.settings.max_result_bytes,
+            max_json_depth=self.settings.max_json_depth,
         )

@@ -85,7 +85,9 @@ class JobNotFound(DurqError, LookupError):
 class JobGone(JobNotFound):
     code = "E_GONE"
 
-    def __init__(self, job_id: int) -> None:
+    def __init__(self, job_id: int, created_by: str | None = None) -> None:
+        #: The pruned job's owner, so a tenant-scoped reader can tell it from others'.
+        self.created_by = created_by
         super().__init__(
             job_id,
             f"job {job_id} finished and was pruned after its retention period; "

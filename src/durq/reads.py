@@ -97,15 +97,21 @@ class JobOperations(TaskRegistry):
             jobs.get(self.driver, ex, job_id)
             return self.driver.artifact_list(ex, job_id)
 
-    def queue_stats(self) -> dict[str, dict[str, Any]]:
-        """Per queue: counts by state, oldest and p95 age of ready jobs, and ``degraded``."""
+    def queue_stats(self, *, created_by: str | None = None) -> dict[str, dict[str, Any]]:
+        """Per queue: counts by state, oldest and p95 age of ready jobs, and ``degraded``.
+
+        With ``created_by``, only that owner's jobs are counted (and only the queues it
+        has jobs in are listed); the ages, which are every owner's, are then ``None``."""
         with self.driver.read() as ex:
-            return jobs.queue_stats(
+            stats = jobs.queue_stats(
                 self.driver,
                 ex,
                 degraded_p95_age=self.settings.degraded_p95_age_seconds,
                 degraded_ready=self.settings.degraded_ready_count,
             )
+            if created_by is None:
+                return stats
+            return jobs.owner_queue_stats(self.driver, ex, created_by, stats)
 
     # ---- operator actions ------------------------------------------------------------
 

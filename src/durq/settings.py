@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     default_queue: str = "default"
     default_max_attempts: int = Field(20, ge=1)
     idempotency_ttl_seconds: float = Field(24 * 3600, gt=0)
+    # input limits at every entry (Python, CLI, HTTP): the JSON size of a job's args and of
+    # a task's result, and how deep either may nest
+    max_args_bytes: int = Field(1_048_576, ge=1024)
+    max_result_bytes: int = Field(1_048_576, ge=1024)
+    max_json_depth: int = Field(32, ge=2, le=500)
 
     # worker
     queues: str = "default"
@@ -91,6 +96,8 @@ class Settings(BaseSettings):
     # execution_mode "sync": how long a submit waits for a worker to finish the job before
     # answering 202 with the job still pending.
     api_sync_wait_seconds: float = Field(30.0, gt=0, le=600)
+    # /metrics: open to anyone who can reach it (false), or only with an API key (true)
+    metrics_auth: bool = False
 
     # dashboard (/ui): the key that signs session cookies (unset: a random one per process,
     # so sessions end at a restart; set it when several server processes serve /ui)

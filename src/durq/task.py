@@ -118,6 +118,21 @@ class Task(Generic[P, R]):
                 problems.append(f"missing a required argument: {name!r}")
         return "; ".join(problems) or str(exc)
 
+    def parameters(self) -> tuple[dict[str, bool], bool]:
+        """The names ``args`` may hold (name → required), and whether it may hold others
+        (the function takes ``**kwargs``)."""
+        names: dict[str, bool] = {}
+        open_ended = False
+        for name, param in self._signature.parameters.items():
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                open_ended = True
+            elif param.kind in (
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                inspect.Parameter.KEYWORD_ONLY,
+            ):
+                names[name] = param.default is inspect.Parameter.empty
+        return names, open_ended
+
     def check_args(self, args: dict[str, Any]) -> None:
         """Raise ``ValidationError`` unless ``args`` bind to the task's parameters."""
         # Named parameters only (the usual task): two set checks instead of a bind.

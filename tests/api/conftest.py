@@ -150,3 +150,11 @@ def shared_api(module_db_url: str) -> Iterator[Api]:
     api = build_api(module_db_url)
     yield api
     api.close()
+
+
+@pytest.fixture(scope="module")
+def shared_limits_api(module_db_url: str) -> Iterator[Api]:
+    """An API with small input limits (2 KiB of args, 8 levels deep)."""
+    api = build_api(module_db_url, max_args_bytes=2048, max_json_depth=8)
+    yield api
+    api.close()

@@ -102,7 +102,7 @@ BAD_SUBMISSIONS: list[tuple[str, dict[str, Any], int, str, list[str]]] = [
         {"json": {"task": "add", "args": [1, 2]}},
         422,
         "E_VALIDATION",
-        ["body.args", "dictionary"],
+        ["body.args", "must be a JSON object"],
     ),
     (
         "bool for delay",

@@ -23,7 +23,7 @@ LIVE_ROWS = 300
 OVERVIEW_BLOCKS = ["queue_live_counts", "queue_ready_ages", "queue_list", "stats_minutes_since"]
 #: How the overview may reach durq_jobs: only through indexes that hold no finished job.
 LIVE_INDEXES = {
-    "durq_jobs_live_idx",
+    "durq_jobs_lease_idx",
     "durq_jobs_ready_idx",
     "durq_jobs_limited_idx",
     "durq_jobs_waiting_idx",

@@ -6,7 +6,6 @@ import time
 
 import durq
 from durq import testing
-from durq._drivers.insights import AttemptSample
 from durq._maintenance import rollup
 
 
@@ -28,7 +27,7 @@ def test_rollup_counts_attempts_by_minute_and_queue(app: durq.App) -> None:
     app.enqueue("bad", {"n": 9})
     testing.drain(app)
     next_from = rollup.run_once(app.driver, None)
-    assert next_from % 60 == 0 and next_from <= time.time() - 60
+    assert next_from % 60 == 0 and next_from <= time.time()
     (mail,) = [q for q in app.overview() if q.name == "mail"]
     assert mail.finished_last_hour == {"succeeded": 3, "failed": 0, "dead_letter": 1}
     assert len(mail.history) == 60
@@ -40,12 +39,3 @@ def test_rollup_counts_attempts_by_minute_and_queue(app: durq.App) -> None:
     rollup.run_once(app.driver, None)
     (again,) = [q for q in app.overview() if q.name == "mail"]
     assert again.finished_last_hour == mail.finished_last_hour
-
-
-def test_summarize_takes_nearest_rank_percentiles_per_minute() -> None:
-    samples = [AttemptSample("q", 60, "succeeded", s / 1000) for s in range(1, 101)]
-    samples += [AttemptSample("q", 60, "failed", None), AttemptSample("q", 120, "dead_letter", 2.0)]
-    first, second = rollup.summarize(samples)
-    assert (first.succeeded, first.failed, first.dead_letter) == (100, 1, 0)
-    assert (first.pickup_p50_ms, first.pickup_p95_ms) == (50, 95)
-    assert (second.minute, second.dead_letter, second.pickup_p95_ms) == (120, 1, 2000)

@@ -30,7 +30,7 @@ def test_queue_live_counts_counts_only_waiting_and_running_jobs(
     assert sorted(counts) == [("a", "queued", 1), ("a", "running", 1), ("b", "queued", 1)]
 
 
-def test_stats_attempts_since_reads_finished_attempts_with_their_pickup(
+def test_stats_rollup_counts_per_minute_and_queue_in_the_database(
     driver: Driver, new_job: JobFactory
 ) -> None:
     before = time.time() - 1
@@ -40,17 +40,38 @@ def test_stats_attempts_since_reads_finished_attempts_with_their_pickup(
     finish(driver, ok, states.complete())
     finish(driver, retried, states.retry(60, "E", "again"))
     with driver.read() as ex:
-        samples = driver.stats_attempts_since(ex, before)
-        later = driver.stats_attempts_since(ex, time.time() + 60)
-    assert later == []
-    by_outcome = {s.outcome: s for s in samples}
-    assert set(by_outcome) == {"succeeded", "failed"}
-    assert all(s.queue == "q" and s.minute % 60 == 0 for s in samples)
-    assert abs(by_outcome["succeeded"].minute - time.time()) < 120
-    # The succeeded job still has the run_at it was claimed at: its pickup is known.
-    pickup = by_outcome["succeeded"].pickup_s
-    assert pickup is not None and 0 <= pickup < 5
-    assert by_outcome["failed"].pickup_s is None  # rescheduled since: no longer known
+        (row,) = driver.stats_rollup(ex, before)
+        assert driver.stats_rollup(ex, time.time() + 60) == []
+    assert (row.queue, row.succeeded, row.failed, row.dead_letter) == ("q", 1, 1, 0)
+    assert row.minute % 60 == 0 and abs(row.minute - time.time()) < 120
+    # Only the succeeded job still has the run_at it was claimed at: its pickup is known.
+    assert row.pickup_p50_ms is not None and 0 <= row.pickup_p50_ms < 5000
+    assert row.pickup_p95_ms == row.pickup_p50_ms
+
+
+def test_stats_rollup_takes_nearest_rank_percentiles(driver: Driver, sql: PlainSql) -> None:
+    minute = int(time.time() // 60) * 60 - 120  # a whole minute, two minutes ago
+    pg = sql.engine.dialect.name == "postgresql"
+
+    def ts(seconds: float) -> str:  # a literal time, in each dialect's storage
+        return f"to_timestamp({seconds})" if pg else str(seconds)
+
+    for n in range(1, 101):  # pickups of 1..100 ms, one job each
+        job_id = sql.scalar(
+            "INSERT INTO durq_jobs (queue, task, args, state, attempt, claim_version, run_at, "
+            f"created_at, updated_at, finished_at) VALUES ('q', 't', '{{}}', 'succeeded', 1, 1, "
+            f"{ts(minute)}, {ts(minute)}, {ts(minute)}, {ts(minute + 1)}) RETURNING id"
+        )
+        sql.rows(
+            "INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at, "
+            f"finished_at, runtime_ms, outcome) VALUES (:id, 1, 1, 'w', {ts(minute + n / 1000)}, "
+            f"{ts(minute + 1)}, 0, 'succeeded')",
+            id=job_id,
+        )
+    with driver.read() as ex:
+        (row,) = driver.stats_rollup(ex, float(minute))
+    assert (row.minute, row.succeeded, row.failed) == (minute, 100, 0)
+    assert (row.pickup_p50_ms, row.pickup_p95_ms) == (50, 95)  # ranks ceil(0.5n), ceil(0.95n)
 
 
 def test_stats_minute_upsert_replaces_the_row_of_a_minute(driver: Driver, sql: PlainSql) -> None:

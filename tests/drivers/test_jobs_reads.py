@@ -52,6 +52,22 @@ def test_tombstone_get_is_true_once_the_job_is_pruned(
         assert driver.tombstone_get(ex, job.id) is True
 
 
+def test_tombstone_owner_keeps_the_pruned_jobs_owner(
+    driver: Driver, new_job: JobFactory, sql: PlainSql
+) -> None:
+    insert(driver, new_job(created_by="acme"))
+    job = claim_one(driver)
+    finish(driver, job, states.complete())
+    set_time(sql, driver, "durq_jobs", "finished_at", ago(3600), where="id", key=job.id)
+    with driver.read() as ex:
+        assert driver.tombstone_owner(ex, job.id) is None  # live: no tombstone yet
+    with driver.transaction() as ex:
+        assert driver.job_prune(ex, JobState.SUCCEEDED, older_than=60, limit=10) == 1
+    with driver.read() as ex:
+        assert driver.tombstone_owner(ex, job.id) == "acme"
+        assert driver.tombstone_owner(ex, job.id + 1000) is None
+
+
 # ---- listing -------------------------------------------------------------------------
 
 

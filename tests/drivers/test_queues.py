@@ -79,3 +79,18 @@ def test_queue_ready_ages_of_no_ready_job_is_empty(driver: Driver, new_job: JobF
     insert(driver, new_job(delay=60))
     with driver.read() as ex:
         assert driver.queue_ready_ages(ex) == []
+
+
+def test_queue_owner_counts_counts_only_that_owners_jobs(
+    driver: Driver, new_job: JobFactory
+) -> None:
+    for queue, owner in (("a", "acme"), ("a", "acme"), ("a", "other"), ("b", "other")):
+        insert(driver, new_job(queue=queue, created_by=owner))
+    insert(driver, new_job(queue="a", created_by="acme", delay=3600))  # queued, not ready
+    with driver.read() as ex:
+        assert sorted(driver.queue_owner_counts(ex, "acme")) == [("a", "queued", 3, 2)]
+        assert sorted(driver.queue_owner_counts(ex, "other")) == [
+            ("a", "queued", 1, 1),
+            ("b", "queued", 1, 1),
+        ]
+        assert driver.queue_owner_counts(ex, "nobody") == []

@@ -50,6 +50,7 @@ LAZY_ALLOWED = {
     ("durq._drivers.sql", "sqlalchemy"),
     ("durq.cli.serve", "uvicorn"),
     ("durq.cli.serve", "durq.api"),
+    ("durq.cli.serve", "durq.api.server"),  # uvicorn: the api extra
     ("durq.cli.keys", "durq.api.keys"),
     ("durq._tracing", "opentelemetry.trace"),
     ("durq._tracing", "opentelemetry.trace.propagation.tracecontext"),

@@ -13,17 +13,7 @@ from datetime import datetime
 from .rows import RowCodec
 from .sql import Executor
 
-__all__ = ["AttemptSample", "DeadLetterGroup", "InsightQueries", "MinuteStats"]
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptSample:
-    """One finished attempt, as the rollup reads it."""
-
-    queue: str
-    minute: int  # epoch seconds of the minute it finished in
-    outcome: str
-    pickup_s: float | None  # due time to claim; None once the job was rescheduled
+__all__ = ["DeadLetterGroup", "InsightQueries", "MinuteStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +44,19 @@ class InsightQueries(RowCodec):
         rows = ex.run("queue_live_counts", {})
         return [(r["queue"], r["state"], int(r["n"])) for r in rows]
 
-    def stats_attempts_since(self, ex: Executor, since: float) -> list[AttemptSample]:
-        """Attempts finished at or after ``since`` (epoch seconds)."""
-        rows = ex.run("stats_attempts_since", {"since": since})
+    def stats_rollup(self, ex: Executor, since: float) -> list[MinuteStats]:
+        """Attempts finished at or after ``since`` (epoch seconds), counted per minute and
+        queue by the database, with their nearest-rank p50/p95 pickup latency."""
+        rows = ex.run("stats_rollup", {"since": since})
         return [
-            AttemptSample(
-                queue=r["queue"],
+            MinuteStats(
                 minute=int(r["minute"]),
-                outcome=r["outcome"],
-                pickup_s=None if r["pickup_s"] is None else float(r["pickup_s"]),
+                queue=r["queue"],
+                succeeded=int(r["succeeded"]),
+                failed=int(r["failed"]),
+                dead_letter=int(r["dead_letter"]),
+                pickup_p50_ms=_ms(r["pickup_p50_ms"]),
+                pickup_p95_ms=_ms(r["pickup_p95_ms"]),
             )
             for r in rows
         ]
@@ -127,3 +121,7 @@ class InsightQueries(RowCodec):
     ) -> list[int]:
         params = {"task": task, "error_code": error_code, "created_by": created_by, "limit": limit}
         return [int(r["id"]) for r in ex.run("dead_letter_ids", params)]
+
+
+def _ms(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]

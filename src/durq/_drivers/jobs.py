@@ -110,6 +110,11 @@ class JobQueries(RowCodec):
         """True if the job existed and was pruned."""
         return bool(ex.run("tombstone_get", {"id": job_id}))
 
+    def tombstone_owner(self, ex: Executor, job_id: int) -> str | None:
+        """The ``created_by`` of a pruned job (None: unknown owner, or no tombstone)."""
+        rows = ex.run("tombstone_owner", {"id": job_id})
+        return str(rows[0]["created_by"]) if rows and rows[0]["created_by"] is not None else None
+
     def job_list(
         self,
         ex: Executor,
@@ -358,6 +363,11 @@ class JobQueries(RowCodec):
     def queue_counts(self, ex: Executor) -> list[tuple[str, str, int]]:
         """``(queue, state, count)`` over every stored job."""
         return [(r["queue"], r["state"], int(r["n"])) for r in ex.run("queue_counts", {})]
+
+    def queue_owner_counts(self, ex: Executor, owner: str) -> list[tuple[str, str, int, int]]:
+        """``(queue, state, count, ready now)`` over the jobs ``owner`` created."""
+        rows = ex.run("queue_owner_counts", {"owner": owner, "now": self.now_param()})
+        return [(r["queue"], r["state"], int(r["n"]), int(r["ready"] or 0)) for r in rows]
 
     def queue_list(self, ex: Executor) -> list[tuple[str, bool]]:
         """``(queue, paused)`` for every queue with a row of its own."""

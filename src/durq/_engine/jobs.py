@@ -21,6 +21,7 @@ __all__ = [
     "finish",
     "get",
     "heartbeat",
+    "owner_queue_stats",
     "queue_stats",
     "requeue",
     "reread_outcomes",
@@ -34,7 +35,7 @@ def get(driver: Driver, ex: Executor, job_id: int) -> Job:
     if job is not None:
         return job
     if driver.tombstone_get(ex, job_id):
-        raise JobGone(job_id)
+        raise JobGone(job_id, created_by=driver.tombstone_owner(ex, job_id))
     raise JobNotFound(job_id)
 
 
@@ -171,4 +172,27 @@ def queue_stats(
         e["degraded"] = bool(
             (e["p95_age_seconds"] or 0.0) > degraded_p95_age or e["ready"] > degraded_ready
         )
+    return stats
+
+
+def owner_queue_stats(
+    driver: Driver, ex: Executor, owner: str, queue_wide: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``queue_wide`` narrowed to ``owner``'s jobs: only queues it has jobs in, its own
+    counts and ready jobs; the ages, which describe every owner's jobs, are left out."""
+    stats: dict[str, dict[str, Any]] = {}
+    for queue, state, n, ready in driver.queue_owner_counts(ex, owner):
+        e = stats.setdefault(
+            queue,
+            {
+                "counts": {str(s): 0 for s in JobState},
+                "ready": 0,
+                "oldest_age_seconds": None,
+                "p95_age_seconds": None,
+                "paused": queue_wide.get(queue, {}).get("paused", False),
+                "degraded": queue_wide.get(queue, {}).get("degraded", False),
+            },
+        )
+        e["counts"][state] = n
+        e["ready"] += ready
     return stats

@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import _tracing, states
 from .._drivers import Driver, FinishRequest
-from ..errors import LeaseLost
+from ..errors import LeaseLost, ValidationError
 from ..retry import Fail, Retry
 from ..states import Outcome, Success, storable
 from ..task import JobContext, Task, call_task
@@ -35,6 +35,7 @@ from .policy import next_change
 from .refresh import refresh, refresh_signal
 from .secrets import Keyring
 from .signing import Signer
+from .validate import DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_JSON_DEPTH, check_json_shape
 
 __all__ = ["Execution", "Runtime", "conclude", "format_traceback", "run_async", "run_sync"]
 
@@ -51,6 +52,9 @@ class Runtime:
     #: Signs credential-refresh calls (None: refresh calls go unsigned).
     signer: Signer | None = None
     refresh_timeout: float = 10.0
+    #: DURQ_MAX_RESULT_BYTES and DURQ_MAX_JSON_DEPTH: a larger or deeper result fails.
+    max_result_bytes: int = DEFAULT_MAX_ARGS_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
 
 
 @dataclass(slots=True)
@@ -83,17 +87,27 @@ def _prepare(
     return task, ctx
 
 
-def _check_result(value: Any) -> Outcome:
-    if value is None or type(value) in (int, bool):
+def _check_result(value: Any, runtime: Runtime) -> Outcome:
+    if value is None or type(value) is bool or (type(value) is int and abs(value) < 2**63):
         return Success(value)
     try:
+        check_json_shape(value, what="the result", max_depth=runtime.max_json_depth)
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-        text.encode("utf-8")  # an unpaired surrogate cannot be stored
+        size = len(text.encode("utf-8"))  # an unpaired surrogate cannot be stored
+    except ValidationError as exc:
+        return Fail("result_not_json", f"the task's result was refused: {exc}")
     except (TypeError, ValueError) as exc:
         return Fail(
             "result_not_json",
             f"the task returned a {type(value).__name__}, which is not JSON-serialisable "
             f"({exc}); return plain JSON types (dict, list, str, int, float, bool, None)",
+        )
+    if size > runtime.max_result_bytes:
+        return Fail(
+            "result_too_large",
+            f"the task's result is {size} bytes of JSON, over the limit of "
+            f"{runtime.max_result_bytes} (DURQ_MAX_RESULT_BYTES); store large outputs "
+            "elsewhere (e.g. an artifact with a reference) and return the reference",
         )
     if "\\u0000" in text and _has_nul(value):
         return Fail(
@@ -141,7 +155,7 @@ def _run_sync(runtime: Runtime, job: Job, worker_id: str) -> Execution:
             value = _sync_with_timeout(task, ctx, job)
         else:
             value = call_task(task, ctx, job.args)
-        outcome = _check_result(value)
+        outcome = _check_result(value, runtime)
     except Exception as exc:  # LeaseLost included: conclude() abandons the job for it
         outcome = exc
     execution = Execution(job, task, outcome, _ms_since(started), ctx)
@@ -190,7 +204,7 @@ async def _run_async(
             if traced:  # the task's own spans nest under its execute span
                 call = (contextvars.copy_context().run, *call)
             value = await _bounded(task, loop.run_in_executor(pool, *call))
-        outcome = _check_result(value)
+        outcome = _check_result(value, runtime)
     except Exception as exc:
         outcome = exc
     execution = Execution(job, task, outcome, _ms_since(started), ctx)

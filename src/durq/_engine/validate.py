@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .._drivers import NewJob
@@ -17,9 +17,25 @@ from ..keys import DEFAULT_BREAKER, BreakerRule, Limit, validate_key
 from ..retry import RetryPolicy
 from ..types import QUEUE_NAME_RE, JobState
 
-__all__ = ["build_new_job", "canonical_json", "parse_states", "request_hash"]
+__all__ = [
+    "DEFAULT_MAX_ARGS_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "MAX_ATTEMPTS",
+    "MAX_DELAY_SECONDS",
+    "build_new_job",
+    "canonical_json",
+    "check_json_shape",
+    "parse_states",
+    "request_hash",
+    "validate_task_name",
+]
 
 MAX_KEY_LENGTH = 255
+#: The defaults of DURQ_MAX_ARGS_BYTES and DURQ_MAX_JSON_DEPTH (the HTTP body cap is 1 MiB).
+DEFAULT_MAX_ARGS_BYTES = 1_048_576
+DEFAULT_MAX_JSON_DEPTH = 32
+MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600  # ten years; further is a mistake, not a schedule
+MAX_ATTEMPTS = 2**31 - 1  # the database column is a 32-bit integer
 # One encoder each, made once: json.dumps with options builds a new encoder per call, which
 # is most of the cost of validating a small job.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -64,6 +80,34 @@ def canonical_json(value: Any, *, what: str) -> str:
             "or an unpaired UTF-16 surrogate. Remove it, or encode binary data (e.g. base64)"
         )
     return text
+
+
+def check_json_shape(value: Any, *, what: str, max_depth: int) -> None:
+    """Refuse what JSON would silently change or what nests deeper than ``max_depth``:
+    a dict key that is not a string (``{1: "a"}`` would come back as ``{"1": "a"}``)."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if not isinstance(item, dict | list | tuple):
+            continue
+        if depth > max_depth:
+            where = path if len(path) <= 60 else path[:60] + "..."
+            raise ValidationError(
+                f"{what} nests deeper than {max_depth} levels (at {what}{where}); flatten it, "
+                "or raise DURQ_MAX_JSON_DEPTH"
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise ValidationError(
+                        f"{what} has a key of type {type(key).__name__}, {key!r}, at "
+                        f"{what}{path}; JSON keys are strings, so it would come back as a "
+                        "different value: "
+                        f"use str keys (e.g. {str(key)!r})"
+                    )
+                stack.append((child, f"{path}[{key!r}]", depth + 1))
+        else:
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
 
 
 def _unstorable_text(value: Any, path: str) -> str:
@@ -143,6 +187,8 @@ def build_new_job(
     idempotency_key: str | None,
     idempotency_scope: str | None,
     idempotency_ttl: float,
+    max_args_bytes: int = DEFAULT_MAX_ARGS_BYTES,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     request_hash_override: str | None = None,
     breaker_key: str | None = None,
     breaker_rule: BreakerRule = DEFAULT_BREAKER,
@@ -165,7 +211,14 @@ def build_new_job(
             f"args must be a JSON object (a dict of argument name to value), got "
             f"{type(args).__name__}; e.g. {{'image_id': 7}}"
         )
+    check_json_shape(args, what="args", max_depth=max_json_depth)
     args_json = canonical_json(args, what="args")
+    if len(args_json) > max_args_bytes:  # ASCII: as many bytes as characters
+        raise ValidationError(
+            f"args are {len(args_json)} bytes of JSON, over the limit of {max_args_bytes} "
+            "(DURQ_MAX_ARGS_BYTES); put large inputs in storage and pass a reference, or "
+            "raise the limit"
+        )
     validate_queue(queue)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ValidationError(f"priority must be an integer (lower runs first), got {priority!r}")
@@ -178,6 +231,8 @@ def build_new_job(
             f"run_at must be a timezone-aware datetime, got {run_at!r}; "
             "e.g. datetime.now(UTC) + timedelta(minutes=5)"
         )
+    if run_at is not None and not 1970 <= run_at.astimezone(UTC).year <= 9998:
+        raise ValidationError(f"run_at must be between 1970 and 9998 (UTC), got {run_at!r}")
     if delay is not None and (
         isinstance(delay, bool)
         or not isinstance(delay, int | float)
@@ -187,9 +242,19 @@ def build_new_job(
         raise ValidationError(
             f"delay must be a number of seconds >= 0, got {delay!r}; to run now, omit it"
         )
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+    if delay is not None and delay > MAX_DELAY_SECONDS:
         raise ValidationError(
-            f"max_attempts must be an integer >= 1 (1 means no retries), got {max_attempts!r}"
+            f"delay must be at most {MAX_DELAY_SECONDS} seconds (ten years), got {delay!r}; "
+            "for a far date give run_at"
+        )
+    if (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS
+    ):
+        raise ValidationError(
+            f"max_attempts must be an integer >= 1 (1 means no retries) and at most "
+            f"{MAX_ATTEMPTS}, got {max_attempts!r}"
         )
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str)

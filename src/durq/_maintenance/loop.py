@@ -42,7 +42,7 @@ class Maintenance:
         reclaim_interval: float,
         prune_interval: float = 60.0,
         guardrail_interval: float = 30.0,
-        rollup_interval: float = 5.0,
+        rollup_interval: float = 15.0,
         leader_ttl: float = 10.0,
         on_reclaimed: Callable[[], None] | None = None,
     ) -> None:

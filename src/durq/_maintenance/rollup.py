@@ -10,62 +10,35 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
-from collections.abc import Iterable
 
 from .._drivers import Driver
-from .._drivers.insights import AttemptSample, MinuteStats
 
-__all__ = ["HISTORY_SECONDS", "percentile", "run_once", "summarize"]
+__all__ = ["HISTORY_SECONDS", "run_once"]
 
 #: How far back the first round looks, and how long rollup rows are kept.
 HISTORY_SECONDS = 3600
 KEEP_SECONDS = 24 * 3600
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list (``q`` in 0..1)."""
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
-def summarize(samples: Iterable[AttemptSample]) -> list[MinuteStats]:
-    counts: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0, 0])
-    pickups: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for s in samples:
-        key = (s.minute, s.queue)
-        slot = 0 if s.outcome == "succeeded" else 2 if s.outcome == "dead_letter" else 1
-        counts[key][slot] += 1
-        if s.pickup_s is not None:
-            pickups[key].append(max(0.0, s.pickup_s))
-    rows = []
-    for (minute, queue), (ok, failed, dead) in sorted(counts.items()):
-        lat = sorted(pickups.get((minute, queue), []))
-        rows.append(
-            MinuteStats(
-                minute=minute,
-                queue=queue,
-                succeeded=ok,
-                failed=failed,
-                dead_letter=dead,
-                pickup_p50_ms=round(percentile(lat, 0.5) * 1000) if lat else None,
-                pickup_p95_ms=round(percentile(lat, 0.95) * 1000) if lat else None,
-            )
-        )
-    return rows
+#: After a minute ends, rounds recompute it for this long more, so an attempt committed a
+#: moment after its finish time was read is still counted; then the minute is final.
+SETTLE_SECONDS = 15
 
 
 def run_once(driver: Driver, since: float | None, now: float | None = None) -> float:
-    """Recompute every minute from the one holding ``since`` (None: the last hour) up to
-    now; returns where the next round starts: the previous minute, so an attempt whose
-    transaction committed just after this round read is still counted."""
+    """Recompute every minute from the one holding ``since`` up to now (None: from the
+    newest minute already rolled up, at most an hour back); returns where the next round
+    starts. The database does the counting, so a round reads a few rows per minute and
+    queue however many jobs ran; only the current minute (and the previous one while it
+    settles) is read again by the next round."""
     now = time.time() if now is None else now
-    start = now - HISTORY_SECONDS if since is None else since
-    start_minute = math.floor(start / 60) * 60
+    if since is None:
+        with driver.read() as ex:
+            done = driver.stats_minutes_since(ex, int(now - HISTORY_SECONDS))
+        since = max((row.minute for row in done), default=now - HISTORY_SECONDS)
+    start_minute = math.floor(since / 60) * 60
     with driver.read() as ex:
-        samples = driver.stats_attempts_since(ex, float(start_minute))
-    rows = summarize(samples)
+        rows = driver.stats_rollup(ex, float(start_minute))
     with driver.transaction() as ex:
         driver.stats_minute_upsert(ex, rows)
         driver.stats_minutes_prune(ex, int(now - KEEP_SECONDS))
-    return float(math.floor((now - 60) / 60) * 60)
+    current = math.floor(now / 60) * 60
+    return float(current - 60 if now - current < SETTLE_SECONDS else current)

@@ -190,7 +190,8 @@ class Deliverer:
                     self._deliver(event)
                 )
             if len(events) < room and not self._stopping:
-                await self._wake.wait(random.uniform(*self.poll))
+                # Poll jitter, not a secret: the standard generator is right here.
+                await self._wake.wait(random.uniform(*self.poll))  # nosec B311
 
     def _claim(self, limit: int) -> list[OutboxEvent]:
         with self.driver.transaction() as ex:

@@ -133,6 +133,8 @@ class Worker(GracefulShutdown):
             keyring=keyring_from_settings(s),
             signer=signer,
             refresh_timeout=s.refresh_timeout,
+            max_result_bytes=s.max_result_bytes,
+            max_json_depth=s.max_json_depth,
         )
         self.max_jobs = 1 if once else max_jobs
         self.once = once

@@ -26,7 +26,7 @@ from .errors import ApiError
 from .ratelimit import RateLimiter
 from .service import Service, get_service
 
-__all__ = ["Power", "Principal", "internal_only", "require"]
+__all__ = ["Power", "Principal", "internal_only", "metrics_access", "require"]
 
 Power = Literal["read", "submit", "operate", "admin"]
 
@@ -131,6 +131,26 @@ def authenticate(service: Service, request: Request, plaintext: str | None) -> P
     return Principal(key.id, key.owner, key.role, powers_of(service, key.role))
 
 
+def presented_key(
+    request: Request, bearer: HTTPAuthorizationCredentials | None, header_key: str | None
+) -> str | None:
+    """The one API key of the request. Both headers may carry it, but then they must carry
+    the same key: credentials that disagree are refused, never resolved by precedence."""
+    both = header_key is not None and "authorization" in request.headers
+    if both and (
+        bearer is None
+        or not hmac.compare_digest(bearer.credentials.encode(), str(header_key).encode())
+    ):
+        raise ApiError(
+            401,
+            "E_UNAUTHENTICATED",
+            "the Authorization and X-API-Key headers disagree: send your API key in one "
+            "of them (or the same key in both), " + HOW_TO_AUTHENTICATE,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return (bearer.credentials if bearer else None) or header_key
+
+
 def require(power: Power) -> Callable[..., Principal]:
     """A dependency: the caller's principal, if its role has ``power`` (else 401/403/429)."""
 
@@ -140,9 +160,7 @@ def require(power: Power) -> Callable[..., Principal]:
         bearer: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
         header_key: Annotated[str | None, Security(header_scheme)],
     ) -> Principal:
-        principal = authenticate(
-            service, request, (bearer.credentials if bearer else None) or header_key
-        )
+        principal = authenticate(service, request, presented_key(request, bearer, header_key))
         if not principal.can(power):
             needed = role_needed(service, power)
             raise ApiError(
@@ -179,3 +197,15 @@ def internal_only(
             "internal route: send the X-Internal-Token header with the value of "
             "DURQ_API_INTERNAL_TOKEN",
         )
+
+
+def metrics_access(
+    request: Request,
+    service: Annotated[Service, Depends(get_service)],
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
+    header_key: Annotated[str | None, Security(header_scheme)],
+) -> None:
+    """``/metrics`` is open unless ``DURQ_METRICS_AUTH=true``; then it needs any valid key
+    (the lowest role reads it), like every other read."""
+    if service.settings.metrics_auth:
+        require("read")(request, service, bearer, header_key)

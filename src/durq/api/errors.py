@@ -35,7 +35,7 @@ from typing import Any
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
@@ -53,6 +53,7 @@ from ..errors import (
     ValidationError,
 )
 from .request_id import current_request_id
+from .schemas import PATTERN_HINTS
 
 __all__ = ["ApiError", "error_response", "install_error_handlers"]
 
@@ -134,6 +135,12 @@ def describe_validation(errors: Sequence[Mapping[str, Any]]) -> tuple[str, list[
             msg = "unknown field: remove it (see /docs for the fields this route takes)"
         elif kind == "missing":
             msg = "this field is required"
+        elif kind == "dict_type":
+            msg = 'must be a JSON object, e.g. {"image_id": 7}'
+        elif kind == "string_pattern_mismatch" and (
+            hint := PATTERN_HINTS.get(str(err.get("ctx", {}).get("pattern", "")))
+        ):
+            msg = hint
         else:
             msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         sentences.append(f"{where}: {msg}")
@@ -186,7 +193,7 @@ def install_error_handlers(api: FastAPI) -> None:
         return error_response(422, "E_VALIDATION", message, details=details)
 
     @api.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
             return error_response(
                 404,
@@ -194,10 +201,30 @@ def install_error_handlers(api: FastAPI) -> None:
                 f"no route {request.url.path}; see /docs for the routes this API has",
             )
         if exc.status_code == 405:
+            allow = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
+            if request.method == "OPTIONS":  # what may be done here: the methods, no body
+                return Response(status_code=204, headers={"Allow": allow})
             return error_response(
                 405,
                 "E_METHOD_NOT_ALLOWED",
-                f"{request.method} is not allowed on {request.url.path}; see /docs",
-                headers=exc.headers,
+                f"{request.method} is not allowed on {request.url.path}; it allows {allow} "
+                "(see /docs)",
+                headers={"Allow": allow},
+            )
+        if exc.status_code == 400:  # a body the JSON parser gave up on (too deep, huge number)
+            return error_response(
+                400,
+                "E_BAD_JSON",
+                "the request body could not be parsed as JSON (nested too deeply, or a number "
+                "with too many digits); send a JSON object with Content-Type: "
+                "application/json",
             )
         return error_response(exc.status_code, f"E_HTTP_{exc.status_code}", str(exc.detail))
+
+
+def _allowed_methods(request: Request) -> str:
+    table = getattr(request.app.state, "route_table", None)
+    if table is None:
+        return ""
+    path = request.scope["path"][len(request.scope.get("root_path", "")) :] or "/"
+    return ", ".join(table().allowed(path))

@@ -15,9 +15,11 @@ from ..dashboard import create_dashboard
 from ..errors import DurqError
 from ..settings import Settings
 from .context import BodyLimit, RequestContext
+from .document import refined_openapi
 from .errors import install_error_handlers
 from .routes import breakers, events, health, internal, jobs, keys, queues
 from .service import Service
+from .strict import RouteTable, StrictQuery
 
 log = structlog.get_logger("durq.api")
 
@@ -30,6 +32,12 @@ Authenticate with an API key (`durq keys create --owner NAME --role ROLE`) sent 
 `Authorization: Bearer <key>` or `X-API-Key: <key>`. Successes are `{"data": ...}`;
 errors are `{"error": {"code", "message", "request_id"}}` with stable codes.
 Every response carries `X-Request-ID`.
+
+A query parameter is given once unless this document makes it an array (`state`): a
+repeated one is refused (422). `OPTIONS` on a path answers 204 with `Allow`, and a method
+a path does not take answers 405 with the same `Allow`. A body is at most
+`DURQ_API_MAX_BODY_BYTES` (413); a job's `args` at most `DURQ_MAX_ARGS_BYTES` of JSON and
+`DURQ_MAX_JSON_DEPTH` levels deep (422); a body that is not JSON answers 400 `E_BAD_JSON`.
 """
 
 
@@ -62,6 +70,16 @@ def create_app(app: App, settings: Settings | None = None) -> FastAPI:
     for module in (jobs, events, queues, breakers, keys, internal, health):
         api.include_router(module.router)
     api.mount("/ui", create_dashboard(service), name="dashboard")
+    api.openapi = refined_openapi(api, app, settings)  # type: ignore[method-assign]
+    tables: list[RouteTable] = []
+
+    def route_table() -> RouteTable:  # read from the finished document, at first use
+        if not tables:
+            tables.append(RouteTable(api.openapi()))
+        return tables[0]
+
+    api.state.route_table = route_table
+    api.add_middleware(StrictQuery, table=route_table)
     # Added last = outermost: the request context wraps the body limit.
     api.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     api.add_middleware(

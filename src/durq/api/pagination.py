@@ -29,7 +29,7 @@ def decode_cursor(kind: str, cursor: str) -> str:
         padded = cursor + "=" * (-len(cursor) % 4)
         raw = base64.urlsafe_b64decode(padded.encode("ascii")).decode()
         found_kind, sep, position = raw.partition(":")
-        if not sep or found_kind != kind or not position:
+        if not sep or found_kind != kind or not position or "\x00" in position:
             raise ValueError
         return position
     except (ValueError, UnicodeError, binascii.Error):
@@ -38,9 +38,10 @@ def decode_cursor(kind: str, cursor: str) -> str:
 
 def decode_job_cursor(cursor: str) -> int:
     position = decode_cursor("j", cursor)
-    if not position.isascii() or not position.isdigit() or not 1 <= int(position) <= 2**63 - 1:
+    if not position.isascii() or not position.isdigit() or len(position) > 21:
         raise bad_cursor(cursor)
-    return int(position)
+    # Every id is below the cap, so a larger position means the same page as the cap.
+    return min(int(position), 2**63 - 1)
 
 
 def bad_cursor(cursor: str) -> ApiError:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -29,7 +31,15 @@ def enqueue(
     task: str = typer.Argument(
         ..., help="Task name; with --app it must be one of the App's tasks and --args must fit it."
     ),
-    args: str = typer.Option("{}", "--args", help="Arguments as a JSON object, e.g. '{\"n\": 1}'."),
+    args: str = typer.Option(
+        None, "--args", help="Arguments as a JSON object, e.g. '{\"n\": 1}' (default {})."
+    ),
+    args_file: str = typer.Option(
+        None,
+        "--args-file",
+        help="Read the arguments' JSON object from this file ('-' for standard input): for "
+        "arguments too large for a command line.",
+    ),
     queue: str = typer.Option(None, "--queue", help="Queue (default: the task's, else default)."),
     delay: float = typer.Option(None, "--delay", min=0, help="Seconds from now until it may run."),
     priority: int = typer.Option(None, "--priority", help="Lower runs first (default 0)."),
@@ -49,12 +59,7 @@ def enqueue(
     not fit its signature are refused, and the task's own queue, retry policy and attempts
     apply. Without --app nothing can be checked: the job takes the default queue, policy
     and attempts unless you give them, and a warning says so."""
-    try:
-        parsed: Any = json.loads(args)
-    except json.JSONDecodeError as exc:
-        fail(f"--args is not valid JSON ({exc}); e.g. --args '{{\"image_id\": 7}}'", EXIT_USAGE)
-    if not isinstance(parsed, dict):
-        fail(f"--args must be a JSON object, got {type(parsed).__name__}", EXIT_USAGE)
+    parsed = _parsed_args(args, args_file)
     app = load_app(app_spec, database_url)
     if app_spec is None:
         err_console.print(
@@ -100,3 +105,29 @@ def enqueue(
             )
         ],
     )
+
+
+def _parsed_args(args: str | None, args_file: str | None) -> dict[str, Any]:
+    """The arguments from --args or --args-file: a JSON object, else a usage error (2)."""
+    if args is not None and args_file is not None:
+        fail("give --args or --args-file, not both", EXIT_USAGE)
+    source, text = "--args", args if args is not None else "{}"
+    if args_file is not None:
+        source = "--args-file" if args_file != "-" else "standard input (--args-file -)"
+        try:
+            text = sys.stdin.read() if args_file == "-" else Path(args_file).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"--args-file {args_file!r} cannot be read: {exc}", EXIT_USAGE)
+    try:
+        parsed: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{source} is not valid JSON ({exc}); e.g. --args '{{\"image_id\": 7}}'", EXIT_USAGE)
+    except (ValueError, RecursionError) as exc:  # too many digits, or nested too deeply
+        reason = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+        fail(
+            f"{source} cannot be read as JSON ({reason}); pass large numbers as strings",
+            EXIT_USAGE,
+        )
+    if not isinstance(parsed, dict):
+        fail(f"{source} must be a JSON object, got {type(parsed).__name__}", EXIT_USAGE)
+    return dict(parsed)

@@ -27,6 +27,7 @@ def serve(
         import uvicorn
 
         from ..api import create_app
+        from ..api.server import EnvelopeH11Protocol
 
     level, fmt = logging_options(log_level, log_format)
     logs.configure(level, fmt)
@@ -46,5 +47,11 @@ def serve(
     )
     # uvicorn logs through the standard library, so its lines take durq's format too.
     uvicorn.run(
-        api, host=host, port=port, log_level=level.lower(), access_log=False, log_config=None
+        api,
+        host=host,
+        port=port,
+        log_level=level.lower(),
+        access_log=False,
+        log_config=None,
+        http=EnvelopeH11Protocol,  # unparseable requests get the error envelope too
     )

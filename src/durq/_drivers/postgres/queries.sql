@@ -322,13 +322,26 @@ WHERE id = :id AND state = ANY(CAST(:from_states AS text[]))
 RETURNING {job_columns}
 
 -- name: queue_ready_ages
+-- Through the ready and limited indexes (each part names its index's exact condition), so
+-- finished jobs are never read however many are retained.
 SELECT queue,
        count(*) AS ready,
        EXTRACT(EPOCH FROM now() - min(run_at)) AS oldest_age,
        EXTRACT(EPOCH FROM percentile_disc(0.95) WITHIN GROUP (ORDER BY now() - run_at)) AS p95_age
-FROM durq_jobs
-WHERE state IN ('queued', 'retry_wait') AND run_at <= now()
+FROM (
+    SELECT queue, run_at FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NULL AND run_at <= now()
+    UNION ALL
+    SELECT queue, run_at FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL AND run_at <= now()
+) ready
 GROUP BY queue
+
+-- name: queue_owner_counts
+-- One owner's jobs per queue and state, and how many of them are ready to run now.
+SELECT queue, state, count(*) AS n,
+       count(*) FILTER (WHERE state IN ('queued', 'retry_wait') AND run_at <= now()) AS ready
+FROM durq_jobs WHERE created_by = :owner GROUP BY queue, state
 
 -- name: queue_set_paused
 INSERT INTO durq_queues (name, paused) VALUES (:name, :paused)

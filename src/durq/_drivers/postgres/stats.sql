@@ -10,19 +10,59 @@ SELECT count(*) FILTER (WHERE attempt > 1) AS retries, count(*) AS attempts FROM
 
 -- ---- the dashboard's history (rolled up by maintenance) ----
 
--- name: stats_attempts_since
--- Attempts finished at or after :since (epoch seconds): their queue, minute and outcome (a
--- failed attempt that left its job dead-lettered counts as dead_letter), and the pickup
--- latency where it is still known (the job's latest attempt, not rescheduled since).
-SELECT j.queue,
-       CAST(floor(EXTRACT(EPOCH FROM a.finished_at) / 60) * 60 AS bigint) AS minute,
-       CASE WHEN a.outcome = 'failed' AND a.claim_version = j.claim_version
-                 AND j.state = 'dead_letter' THEN 'dead_letter' ELSE a.outcome END AS outcome,
-       CASE WHEN a.claim_version = j.claim_version AND a.started_at IS NOT NULL
-                 AND j.state IN ('succeeded', 'dead_letter', 'cancelled')
-            THEN EXTRACT(EPOCH FROM a.started_at - j.run_at) END AS pickup_s
-FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
-WHERE a.finished_at >= to_timestamp(CAST(:since AS float8))
+-- name: queue_live_counts
+-- Jobs waiting or running, by queue and state, each part read through an index the worker
+-- keeps anyway (ready, limited, lease), never touching finished jobs however many are
+-- retained. (An index of its own on (queue, state) halved the drain rate: every claim and
+-- enqueue wrote a duplicate key into it.)
+SELECT queue, state, sum(n) AS n FROM (
+    SELECT queue, state, count(*) AS n FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NULL
+    GROUP BY queue, state
+    UNION ALL
+    SELECT queue, state, count(*) AS n FROM durq_jobs
+    WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL
+    GROUP BY queue, state
+    UNION ALL
+    SELECT queue, state, count(*) AS n FROM durq_jobs
+    WHERE lease_expires_at IS NOT NULL AND state = 'running'
+    GROUP BY queue, state
+) live
+GROUP BY queue, state
+
+-- name: stats_rollup
+-- Attempts finished at or after :since (epoch seconds), counted per queue and minute in the
+-- database (a round reads a few rows, however many jobs ran): succeeded, failed (any other
+-- outcome; a failed attempt that left its job dead-lettered counts as dead_letter), and the
+-- nearest-rank p50/p95 pickup latency (due time to claim) of the attempts whose pickup is
+-- still known (the job's latest attempt, not rescheduled since). Ranks: ceil(q * n).
+WITH s AS (
+    SELECT j.queue,
+           CAST(floor(EXTRACT(EPOCH FROM a.finished_at) / 60) * 60 AS bigint) AS minute,
+           CASE WHEN a.outcome = 'failed' AND a.claim_version = j.claim_version
+                     AND j.state = 'dead_letter' THEN 'dead_letter' ELSE a.outcome END AS outcome,
+           CASE WHEN a.claim_version = j.claim_version AND a.started_at IS NOT NULL
+                     AND j.state IN ('succeeded', 'dead_letter', 'cancelled')
+                THEN round(1000 * GREATEST(EXTRACT(EPOCH FROM a.started_at - j.run_at), 0))
+           END AS pickup_ms
+    FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
+    WHERE a.finished_at >= to_timestamp(CAST(:since AS float8))
+), ranked AS (
+    SELECT s.*,
+           row_number() OVER (PARTITION BY queue, minute
+                              ORDER BY pickup_ms IS NULL, pickup_ms) AS rn,
+           count(pickup_ms) OVER (PARTITION BY queue, minute) AS np
+    FROM s
+)
+SELECT queue, minute,
+       count(CASE WHEN outcome = 'succeeded' THEN 1 END) AS succeeded,
+       count(CASE WHEN outcome NOT IN ('succeeded', 'dead_letter') THEN 1 END) AS failed,
+       count(CASE WHEN outcome = 'dead_letter' THEN 1 END) AS dead_letter,
+       max(CASE WHEN rn = (np + 1) / 2 THEN pickup_ms END) AS pickup_p50_ms,
+       max(CASE WHEN rn = (95 * np + 99) / 100 THEN pickup_ms END) AS pickup_p95_ms
+FROM ranked
+GROUP BY queue, minute
+ORDER BY minute, queue
 
 -- name: dead_letter_groups
 -- Dead-lettered jobs by task and error code, the largest groups first.

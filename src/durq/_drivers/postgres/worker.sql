@@ -73,7 +73,9 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: tombstone_insert_many
-INSERT INTO durq_tombstones (job_id) SELECT unnest(CAST(:ids AS bigint[]))
+-- The owner goes with the id: only the owner's keys may learn that the job is gone.
+INSERT INTO durq_tombstones (job_id, created_by)
+SELECT id, created_by FROM durq_jobs WHERE id = ANY(CAST(:ids AS bigint[]))
 ON CONFLICT (job_id) DO NOTHING
 
 -- name: job_delete_many

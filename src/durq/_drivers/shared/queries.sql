@@ -26,6 +26,9 @@ SELECT {job_columns} FROM durq_jobs WHERE id = :id
 -- name: tombstone_get
 SELECT job_id FROM durq_tombstones WHERE job_id = :id
 
+-- name: tombstone_owner
+SELECT created_by FROM durq_tombstones WHERE job_id = :id
+
 -- name: attempt_list
 SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
        outcome, error_code, error_message, processed, failed, summary, traceback
@@ -84,13 +87,6 @@ FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
 GROUP BY j.queue, j.task, a.outcome, bucket
 
 -- ---- the dashboard ----
-
--- name: queue_live_counts
--- Jobs waiting or running, by queue and state: read through the state index, never
--- touching finished jobs however many are retained.
-SELECT queue, state, count(*) AS n FROM durq_jobs
-WHERE state IN ('queued', 'retry_wait', 'running')
-GROUP BY queue, state
 
 -- name: stats_minute_upsert
 INSERT INTO durq_stats_minutes

@@ -256,6 +256,13 @@ WHERE queue = :queue AND state IN ('queued', 'retry_wait') AND run_at <= :now
 ORDER BY run_at DESC
 LIMIT 1 OFFSET :rank
 
+-- name: queue_owner_counts
+-- One owner's jobs per queue and state, and how many of them are ready to run now.
+SELECT queue, state, count(*) AS n,
+       sum(CASE WHEN state IN ('queued', 'retry_wait') AND run_at <= :now THEN 1 ELSE 0 END)
+           AS ready
+FROM durq_jobs WHERE created_by = :owner GROUP BY queue, state
+
 -- name: queue_set_paused
 INSERT INTO durq_queues (name, paused, updated_at) VALUES (:name, :paused, :now)
 ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at

@@ -66,8 +66,9 @@ ORDER BY finished_at
 LIMIT :limit
 
 -- name: tombstone_insert_many
-INSERT INTO durq_tombstones (job_id, pruned_at)
-SELECT value, :now FROM json_each(:ids) WHERE true
+-- The owner goes with the id: only the owner's keys may learn that the job is gone.
+INSERT INTO durq_tombstones (job_id, pruned_at, created_by)
+SELECT id, :now, created_by FROM durq_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 ON CONFLICT (job_id) DO NOTHING
 
 -- name: job_delete_many

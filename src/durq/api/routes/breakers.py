@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from ...wire import AlertOut, BreakerOut
 from ..auth import Principal, require
-from ..schemas import MAX_JOB_ID, Data
+from ..schemas import MAX_JOB_ID, NUL_FREE, Data
 from ..service import Service, get_service
 from . import AUTHENTICATED, error_responses
 
@@ -47,7 +47,9 @@ def list_breakers(
     responses=error_responses(404),
 )
 def reset_breaker(
-    key: Annotated[str, Path(min_length=1, max_length=255, description="Breaker key")],
+    key: Annotated[
+        str, Path(min_length=1, max_length=255, pattern=NUL_FREE, description="Breaker key")
+    ],
     service: ServiceDep,
     principal: Annotated[Principal, Depends(require("operate"))],
 ) -> dict[str, Any]:

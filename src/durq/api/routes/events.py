@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from ...wire import EventOut, JobEventsOut
 from ..auth import Principal, require
-from ..schemas import MAX_JOB_ID, Data
+from ..schemas import MAX_JOB_ID, NUL_FREE, Data
 from ..service import Service, get_service
 from . import AUTHENTICATED, error_responses
 from .jobs import JobIdPath, visible_job
@@ -19,7 +19,9 @@ __all__ = ["router"]
 router = APIRouter(tags=["events"], responses=error_responses(*AUTHENTICATED))
 
 ServiceDep = Annotated[Service, Depends(get_service)]
-EventIdPath = Annotated[str, Path(min_length=1, max_length=64, description="The event's UUID")]
+EventIdPath = Annotated[
+    str, Path(min_length=1, max_length=64, pattern=NUL_FREE, description="The event's UUID")
+]
 
 
 @router.get(

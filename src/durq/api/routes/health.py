@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ...errors import SchemaOutOfDate
+from ..auth import metrics_access
 from ..errors import error_response
 from ..schemas import Data, StatusOut
 from ..service import Service, get_service
@@ -64,9 +65,12 @@ def readyz(service: ServiceDep) -> Any:
         200: {
             "content": {CONTENT_TYPE_LATEST.split(";")[0]: {}},
             "description": "Prometheus text exposition format",
-        }
+        },
+        **error_responses(401, 403, 429),
     },
-    summary="Prometheus metrics (no auth)",
+    summary="Prometheus metrics (an API key only with DURQ_METRICS_AUTH=true)",
 )
-def metrics(service: ServiceDep) -> Response:
+def metrics(
+    service: ServiceDep, access: Annotated[None, Depends(metrics_access)] = None
+) -> Response:
     return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)

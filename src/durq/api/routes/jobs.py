@@ -12,7 +12,7 @@ import structlog
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from ...errors import JobNotFound
+from ...errors import JobGone, JobNotFound
 from ...types import TERMINAL_STATES, Job, JobState
 from ...wire import requeue_view
 from ..auth import Principal, require
@@ -20,6 +20,8 @@ from ..errors import ApiError
 from ..pagination import decode_job_cursor, encode_cursor
 from ..schemas import (
     MAX_JOB_ID,
+    NON_BLANK,
+    NUL_FREE,
     ArtifactOut,
     AttemptOut,
     Data,
@@ -27,7 +29,6 @@ from ..schemas import (
     JobOut,
     Page,
     RequeueOut,
-    Text,
     Timestamp,
 )
 from ..service import Service, get_service
@@ -44,13 +45,20 @@ JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID, description="The job's id")
 IDEMPOTENCY_HEADER = Header(
     alias="Idempotency-Key",
     max_length=255,
+    pattern=NON_BLANK,
     description="Same key and same body → the original job again; same key, another body → 409",
 )
 
 
 def visible_job(service: Service, principal: Principal, job_id: int) -> Job:
-    """The job, if this key may see it; another owner's job is 'not found', not 'forbidden'."""
-    job = service.app.get_job(job_id)
+    """The job, if this key may see it; another owner's job is 'not found', not 'forbidden',
+    and so is another owner's pruned job: only its owner learns that it is gone."""
+    try:
+        job = service.app.get_job(job_id)
+    except JobGone as gone:
+        if principal.tenant is not None and gone.created_by != principal.tenant:
+            raise JobNotFound(job_id) from None
+        raise
     if principal.tenant is not None and job.created_by != principal.tenant:
         raise JobNotFound(job_id)
     return job
@@ -76,7 +84,7 @@ async def submit_job(
     response: Response,
     service: ServiceDep,
     principal: Annotated[Principal, Depends(require("submit"))],
-    idempotency_key: Annotated[Text | None, IDEMPOTENCY_HEADER] = None,
+    idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
 ) -> dict[str, Any]:
     """``execution_mode: "sync"`` enqueues the job like any other and waits (up to
     ``DURQ_API_SYNC_WAIT_SECONDS``) for a worker to finish it: 200 with the finished job,
@@ -142,9 +150,9 @@ def list_jobs(
     state: Annotated[
         list[JobState] | None, Query(description="Repeat to match any of several states")
     ] = None,
-    queue: Annotated[Text | None, Query(max_length=64)] = None,
-    task: Annotated[Text | None, Query(max_length=200)] = None,
-    created_by: Annotated[Text | None, Query(max_length=128)] = None,
+    queue: Annotated[str | None, Query(max_length=64, pattern=NUL_FREE)] = None,
+    task: Annotated[str | None, Query(max_length=200, pattern=NUL_FREE)] = None,
+    created_by: Annotated[str | None, Query(max_length=128, pattern=NUL_FREE)] = None,
     created_after: Annotated[Timestamp | None, Query(description="RFC 3339, inclusive")] = None,
     created_before: Annotated[Timestamp | None, Query(description="RFC 3339, exclusive")] = None,
     limit: Annotated[

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from ..auth import Principal, require
 from ..errors import ApiError
 from ..pagination import decode_cursor, encode_cursor
-from ..schemas import Data, KeyCreatedOut, KeyIn, KeyOut, Page, Text, WhoAmIOut
+from ..schemas import NUL_FREE, Data, KeyCreatedOut, KeyIn, KeyOut, Page, WhoAmIOut
 from ..service import Service, get_service
 from . import AUTHENTICATED, error_responses
 
@@ -75,7 +75,9 @@ def create_key(body: KeyIn, service: ServiceDep, principal: AdminDep) -> dict[st
     summary="Disable an API key for good (admin)",
 )
 def disable_key(
-    key_id: Annotated[Text, Path(max_length=64)], service: ServiceDep, principal: AdminDep
+    key_id: Annotated[str, Path(max_length=64, pattern=NUL_FREE)],
+    service: ServiceDep,
+    principal: AdminDep,
 ) -> dict[str, Any]:
     key = service.keys.disable(key_id)
     if key is None:
