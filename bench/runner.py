@@ -37,6 +37,7 @@ SUBJECTS: dict[str, str] = {
     "raw-sql-pg": "bench.peers.raw_pg:RawPostgres",
     "raw-sqlite": "bench.peers.raw_sqlite:RawSqlite",
     "pgqueuer": "bench.peers.pgqueuer_peer:PgQueuerPeer",
+    "pgqueuer-defaults": "bench.peers.pgqueuer_peer:PgQueuerDefaults",
     "procrastinate": "bench.peers.procrastinate_peer:ProcrastinatePeer",
     "celery-redis": "bench.peers.celery_peer:CeleryPeer",
     "huey-sqlite": "bench.peers.huey_peer:HueyPeer",

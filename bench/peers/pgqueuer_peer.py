@@ -91,18 +91,32 @@ class PgQueuerPeer(Subject):
         row = self.conn.execute("SELECT EXISTS (SELECT 1 FROM pgqueuer)").fetchone()
         return int(bool(row and row[0]))
 
+    consumers = CONSUMERS
+    batch = BATCH
+
     def start_worker(self, *, processes: int = 1, concurrency: int | None = None) -> Worker:
         argv = [python(), "-m", "bench.peers.pgqueuer_peer", "worker", self.url, str(processes)]
+        argv += ["--consumers", str(self.consumers), "--batch", str(self.batch)]
         return Worker(argv, {sink.SINK_ENV: str(self.ctx.sink)})
 
 
-async def consume(url: str) -> None:
+class PgQueuerDefaults(PgQueuerPeer):
+    """What ``pgq run`` gives without flags: one QueueManager, batch_size 10 (uvloop on)."""
+
+    name = "pgqueuer-defaults"
+    workloads = frozenset({"W3"})
+    config_note = "PgQueuer's defaults: one QueueManager per process, batch_size=10, uvloop"
+    consumers = 1
+    batch = 10
+
+
+async def consume(url: str, consumers: int = CONSUMERS, batch: int = BATCH) -> None:
     import asyncpg
     from pgqueuer import AsyncpgDriver, PgQueuer
     from pgqueuer.models import Job
 
     managers = []
-    for _ in range(CONSUMERS):
+    for _ in range(consumers):
         pgq = PgQueuer(AsyncpgDriver(await asyncpg.connect(url)))
 
         @pgq.entrypoint(ENTRYPOINT)
@@ -119,13 +133,13 @@ async def consume(url: str) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop)
     loop.add_signal_handler(signal.SIGINT, stop)
-    await asyncio.gather(*(pgq.run(batch_size=BATCH) for pgq in managers))
+    await asyncio.gather(*(pgq.run(batch_size=batch) for pgq in managers))
 
 
-def _process(url: str, stop: object) -> None:
+def _process(url: str, consumers: int, batch: int, stop: object) -> None:
     import uvloop
 
-    uvloop.run(consume(url))
+    uvloop.run(consume(url, consumers, batch))
 
 
 def main() -> None:
@@ -133,13 +147,15 @@ def main() -> None:
     parser.add_argument("command", choices=["worker"])
     parser.add_argument("url")
     parser.add_argument("processes", type=int)
+    parser.add_argument("--consumers", type=int, default=CONSUMERS)
+    parser.add_argument("--batch", type=int, default=BATCH)
     ns = parser.parse_args()
     if ns.processes <= 1:
-        _process(ns.url, None)
+        _process(ns.url, ns.consumers, ns.batch, None)
         return
     from ..procs import run_processes
 
-    run_processes(_process, (ns.url,), ns.processes)
+    run_processes(_process, (ns.url, ns.consumers, ns.batch), ns.processes)
 
 
 if __name__ == "__main__":
