@@ -47,22 +47,7 @@ WITH s AS (
            END AS pickup_ms
     FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
     WHERE a.finished_at >= to_timestamp(CAST(:since AS float8))
-), ranked AS (
-    SELECT s.*,
-           row_number() OVER (PARTITION BY queue, minute
-                              ORDER BY pickup_ms IS NULL, pickup_ms) AS rn,
-           count(pickup_ms) OVER (PARTITION BY queue, minute) AS np
-    FROM s
-)
-SELECT queue, minute,
-       count(CASE WHEN outcome = 'succeeded' THEN 1 END) AS succeeded,
-       count(CASE WHEN outcome NOT IN ('succeeded', 'dead_letter') THEN 1 END) AS failed,
-       count(CASE WHEN outcome = 'dead_letter' THEN 1 END) AS dead_letter,
-       max(CASE WHEN rn = (np + 1) / 2 THEN pickup_ms END) AS pickup_p50_ms,
-       max(CASE WHEN rn = (95 * np + 99) / 100 THEN pickup_ms END) AS pickup_p95_ms
-FROM ranked
-GROUP BY queue, minute
-ORDER BY minute, queue
+), {stats_rollup_ranked}
 
 -- name: dead_letter_groups
 -- Dead-lettered jobs by task and error code, the largest groups first.

@@ -105,3 +105,23 @@ ORDER BY minute, queue
 
 -- name: stats_minutes_prune
 DELETE FROM durq_stats_minutes WHERE minute < :before
+
+-- name: stats_rollup_ranked
+-- The end of both dialects' stats_rollup, after their CTE ``s`` (queue, minute, outcome,
+-- pickup_ms per attempt): counts per queue and minute, and nearest-rank p50/p95 pickups.
+ranked AS (
+    SELECT s.*,
+           row_number() OVER (PARTITION BY queue, minute
+                              ORDER BY pickup_ms IS NULL, pickup_ms) AS rn,
+           count(pickup_ms) OVER (PARTITION BY queue, minute) AS np
+    FROM s
+)
+SELECT queue, minute,
+       count(CASE WHEN outcome = 'succeeded' THEN 1 END) AS succeeded,
+       count(CASE WHEN outcome NOT IN ('succeeded', 'dead_letter') THEN 1 END) AS failed,
+       count(CASE WHEN outcome = 'dead_letter' THEN 1 END) AS dead_letter,
+       max(CASE WHEN rn = (np + 1) / 2 THEN pickup_ms END) AS pickup_p50_ms,
+       max(CASE WHEN rn = (95 * np + 99) / 100 THEN pickup_ms END) AS pickup_p95_ms
+FROM ranked
+GROUP BY queue, minute
+ORDER BY minute, queue
