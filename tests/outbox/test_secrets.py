@@ -112,7 +112,7 @@ def _database_text(db_url: str) -> str:
         path = Path(path_from_url(db_url))
         with sqlite3.connect(path) as conn:
             conn.execute("PRAGMA wal_checkpoint(FULL)")
-        parts = [p.read_bytes() for p in path.parent.glob(path.name + "*")]
+        parts = [p.read_bytes() for p in path.parent.glob(path.name + "*") if p.is_file()]
         return b"".join(parts).decode("latin-1")
     with psycopg.connect(conninfo_from_url(db_url)) as conn:
         tables = [
