@@ -46,7 +46,9 @@ class _Durq(Subject):
     url: str
 
     def versions(self) -> dict[str, str]:
-        return {"durq": version("durq")}
+        # libpq through psycopg's C build ("binary") or its pure-Python one ("python"):
+        # the pure-Python one decodes rows several times slower.
+        return {"durq": version("durq"), "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__})"}
 
     def _app(self) -> durq.App:
         return durq.App(self.url)
