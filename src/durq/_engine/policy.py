@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from .. import states
-from ..retry import Classifier, RetryPolicy, policy_from_dict
+from ..retry import DEFAULT_POLICY, Classifier, RetryPolicy, policy_from_dict
 from ..types import Job
 
 __all__ = ["OUTCOME_UNWRITABLE", "job_policy", "next_change", "unwritable"]
@@ -33,10 +33,12 @@ def next_change(
 ) -> states.Change:
     """The change attempt ``job.attempt``'s ``outcome`` leads to; never raises."""
     try:
+        # A success never reads the schedule: skip decoding it (most outcomes are these).
+        success = isinstance(outcome, states.Success)
         return states.outcome_to_change(
             attempt=job.attempt,
             max_attempts=job.max_attempts,
-            policy=job_policy(job),
+            policy=DEFAULT_POLICY if success else job_policy(job),
             outcome=outcome,
             classifier=classifier,
         )

@@ -209,6 +209,18 @@ class Executor:
         if result is None:
             return
         self.outcomes[str(result.state)] += 1
+        if result.state == "succeeded" and entry.phase is not Phase.RELEASING:
+            if log.isEnabledFor(logging.DEBUG):  # skip building the line's fields otherwise
+                # A line per job would cost more than a short job itself; the worker's
+                # summary, metrics and the attempt records say what ran.
+                log.debug(
+                    "job %s (%s) succeeded in %d ms",
+                    job.id,
+                    job.task,
+                    req.runtime_ms or 0,
+                    extra=self.log_fields(job) | {"runtime_ms": req.runtime_ms},
+                )
+            return
         ids = self.log_fields(job)
         if entry.phase is Phase.RELEASING:
             self.released += 1
@@ -218,16 +230,6 @@ class Executor:
                 job.task,
                 result.state,
                 extra=ids,
-            )
-        elif result.state == "succeeded":
-            # DEBUG: a line per job would cost more than a short job itself; the worker's
-            # summary, metrics and the attempt records say what ran.
-            log.debug(
-                "job %s (%s) succeeded in %d ms",
-                job.id,
-                job.task,
-                req.runtime_ms or 0,
-                extra=ids | {"runtime_ms": req.runtime_ms},
             )
         else:
             # A retry is worth a look (WARNING); a job that will not run again is an ERROR,
