@@ -46,6 +46,24 @@ def json_in(value: Any) -> Any:
     return value
 
 
+#: Stored retry policies decoded so far: a queue's jobs share a handful of them.
+_POLICIES: dict[str, dict[str, Any]] = {}
+_MAX_POLICIES = 256
+
+
+def policy_in(value: Any) -> dict[str, Any]:
+    """A stored retry policy as a dict of its own (a caller may change it), decoded once per
+    distinct text: on the claim path, the parse cost as much as building the Job."""
+    if not isinstance(value, str):
+        return dict(json_in(value) or {})
+    policy = _POLICIES.get(value)
+    if policy is None:
+        if len(_POLICIES) >= _MAX_POLICIES:
+            _POLICIES.clear()
+        policy = _POLICIES[value] = json.loads(value) or {}
+    return {k: list(v) if isinstance(v, list) else v for k, v in policy.items()}
+
+
 def epoch() -> datetime:
     return datetime.fromtimestamp(0, UTC)
 
@@ -84,7 +102,7 @@ class RowCodec(DriverCore):
             v[18],
             v[19],
             json_in(v[20]),
-            json_in(v[21]) or {},
+            policy_in(v[21]),
             bool(v[22]),
             v[23],
             v[24],
