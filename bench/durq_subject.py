@@ -48,7 +48,10 @@ class _Durq(Subject):
     def versions(self) -> dict[str, str]:
         # libpq through psycopg's C build ("binary") or its pure-Python one ("python"):
         # the pure-Python one decodes rows several times slower.
-        return {"durq": version("durq"), "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__})"}
+        return {
+            "durq": version("durq"),
+            "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__})",
+        }
 
     def _app(self) -> durq.App:
         return durq.App(self.url)
@@ -64,7 +67,9 @@ class _Durq(Subject):
         app = self.app
         start = time.perf_counter()
         for first in range(0, count, batch):
-            app.enqueue_many([(TASK, {"n": i}) for i in range(first, min(count, first + batch))])
+            # Ids only, as PgQueuer's batch enqueue answers (no Job object per row).
+            items = [(TASK, {"n": i}) for i in range(first, min(count, first + batch))]
+            app.enqueue_many(items, return_jobs=False)
         return time.perf_counter() - start
 
     def probe(self, stamps: list[float]) -> None:

@@ -35,8 +35,16 @@ class KeyOperations(TaskRegistry):
         raise NotImplementedError
 
     def _breaker_rule(self, key: str) -> BreakerRule:
-        default = BreakerRule(self.settings.breaker_threshold, self.settings.breaker_pause_seconds)
+        default = self._default_breaker()
         return rule_for(key, self.breakers, default) or default
+
+    def _default_breaker(self) -> BreakerRule:
+        # Built once per settings: every enqueue asks for it, and building validates.
+        wanted = (self.settings.breaker_threshold, self.settings.breaker_pause_seconds)
+        cached: BreakerRule | None = self.__dict__.get("_default_breaker_rule")
+        if cached is None or (cached.threshold, cached.pause) != wanted:
+            cached = self.__dict__["_default_breaker_rule"] = BreakerRule(*wanted)
+        return cached
 
     def _limit_for(self, key: str) -> Limit | None:
         return rule_for(key, self.limits, None)
