@@ -44,11 +44,15 @@ UNFINISHED_SQL = (
 class _Durq(Subject):
     family = "durq"
     url: str
+    app: durq.App
 
     def versions(self) -> dict[str, str]:
         # libpq through psycopg's C build ("binary") or its pure-Python one ("python"):
         # the pure-Python one decodes rows several times slower.
-        return {"durq": version("durq"), "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__})"}
+        return {
+            "durq": version("durq"),
+            "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__})",
+        }
 
     def _app(self) -> durq.App:
         return durq.App(self.url)
