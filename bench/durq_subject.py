@@ -44,6 +44,7 @@ UNFINISHED_SQL = (
 class _Durq(Subject):
     family = "durq"
     url: str
+    app: durq.App
 
     def versions(self) -> dict[str, str]:
         # libpq through psycopg's C build ("binary") or its pure-Python one ("python"):

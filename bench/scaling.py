@@ -1,0 +1,512 @@
+"""Scale-out on PostgreSQL: W3 with 1..N worker processes, direct and through PgBouncer in
+transaction mode, and W5 with table bloat sampled (docs/scaling.md).
+
+    python -m bench.scaling -o scaling.json
+    python -m bench.scaling --jobs 2000 --processes 1,2 --bouncer-processes 8 --seconds 20
+
+Each drain gets a database of its own (``durq_bench_scale_*``, dropped at the end). While
+it runs, a separate connection samples ``pg_stat_activity`` and ``pg_locks`` every 100 ms;
+the harness's own connections carry ``application_name`` ``durq-scale-harness`` and are
+not counted. jobs/s is N over the span from the first ``attempted_at`` to the last
+``finished_at`` in ``durq_jobs``. Prints one JSON object (and writes it with ``-o``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from . import pgdb
+from .config import Endpoints, Sizes
+from .durq_subject import APP_SPEC, CONCURRENCY, DurqPostgres
+from .measure import Worker, python, wait_until
+from .subject import Context
+from .workloads import w5_steady
+
+HARNESS = "durq-scale-harness"  # application_name of the harness's own connections
+WORKERS = "durq-scale-worker"
+SAMPLE_SQL = """
+SELECT count(*) FILTER (WHERE application_name IS DISTINCT FROM %(me)s),
+       count(*) FILTER (WHERE wait_event_type = 'Lock'),
+       (SELECT count(*) FROM pg_locks l JOIN pg_stat_activity b USING (pid)
+         WHERE NOT l.granted AND b.datname = %(db)s)
+FROM pg_stat_activity WHERE datname = %(db)s
+"""
+BLOAT_SQL = """
+SELECT relname, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count,
+       last_autovacuum, pg_total_relation_size(relid) AS total_bytes
+FROM pg_stat_user_tables WHERE relname IN ('durq_jobs', 'durq_attempts') ORDER BY relname
+"""
+SETTINGS_SQL = """
+SELECT name, setting FROM pg_settings
+WHERE name IN ('server_version', 'max_connections', 'autovacuum', 'autovacuum_naptime',
+               'autovacuum_vacuum_threshold', 'autovacuum_vacuum_scale_factor',
+               'autovacuum_vacuum_insert_threshold', 'autovacuum_vacuum_insert_scale_factor',
+               'autovacuum_vacuum_cost_limit', 'autovacuum_vacuum_cost_delay',
+               'synchronous_commit', 'shared_buffers')
+"""
+SPAN_SQL = """
+SELECT count(*), extract(epoch FROM max(finished_at) - min(attempted_at))::float8
+FROM durq_jobs WHERE state = 'succeeded'
+"""
+Row = dict[str, Any]
+
+
+def _log(message: str) -> None:
+    print(f"[scaling] {message}", file=sys.stderr, flush=True)
+
+
+def _dbname(url: str) -> str:
+    return url.rpartition("/")[2]
+
+
+class Sampler:
+    """Calls ``sample()`` every ``interval`` seconds in a thread, keeping each answer."""
+
+    def __init__(self, sample: Callable[[], Row], interval: float) -> None:
+        self.sample, self.interval = sample, interval
+        self.rows: list[Row] = []
+        self.error: Exception | None = None
+        self._stop = threading.Event()
+        self._start = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, name="scale-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                row = self.sample()
+            except Exception as exc:  # raised again by stop()
+                self.error = exc
+                return
+            self.rows.append({"t": round(time.perf_counter() - self._start, 2), **row})
+            self._stop.wait(self.interval)
+
+    def stop(self) -> list[Row]:
+        """Stops sampling and takes one last sample."""
+        self._stop.set()
+        self._thread.join(30)
+        if self.error is not None:
+            raise self.error
+        self.rows.append({"t": round(time.perf_counter() - self._start, 2), **self.sample()})
+        return self.rows
+
+
+def _stats(rows: list[Row], key: str) -> dict[str, float]:
+    values = [r[key] for r in rows] or [0]
+    return {"max": max(values), "mean": round(statistics.fmean(values), 3)}
+
+
+# ---- PgBouncer (transaction mode), as tests/bouncer.py runs it -------------------------
+
+
+def _as_user() -> list[str]:
+    """PgBouncer refuses to run as root: run it as ``postgres`` (or ``nobody``)."""
+    if os.geteuid() != 0:
+        return []
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return ["runuser", "-u", name, "--"]
+    raise RuntimeError("running as root with no 'postgres' or 'nobody' user for PgBouncer")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def pgbouncer(admin_url: str, pool_size: int) -> Iterator[str]:
+    """Yield ``host:port`` of a PgBouncer (pool_mode = transaction); stopped on exit."""
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    target = conninfo_to_dict(admin_url)
+    user = str(target.get("user", "postgres"))
+    root = Path(tempfile.mkdtemp(prefix="durq-scale-pgbouncer-"))
+    port = _free_port()
+    (root / "users.txt").write_text(f'"{user}" ""\n')
+    settings = {
+        "listen_addr": "127.0.0.1",
+        "listen_port": port,
+        "unix_socket_dir": "",
+        "auth_type": "trust",
+        "auth_file": root / "users.txt",
+        "admin_users": user,
+        "pool_mode": "transaction",
+        "default_pool_size": pool_size,
+        "max_client_conn": 2000,
+        "query_wait_timeout": 60,
+        "ignore_startup_parameters": "extra_float_digits,options",
+        "logfile": root / "pgbouncer.log",
+        "pidfile": root / "pgbouncer.pid",
+    }
+    lines = [
+        "[databases]",
+        f"* = host={target.get('host', '127.0.0.1')} port={target.get('port', 5432)}",
+        "[pgbouncer]",
+    ]
+    (root / "pgbouncer.ini").write_text(
+        "\n".join([*lines, *(f"{k} = {v}" for k, v in settings.items()), ""])
+    )
+    prefix = _as_user()
+    if prefix:
+        for path in (root, *root.iterdir()):
+            shutil.chown(path, user=prefix[2])
+    # A session of its own: a terminal's Ctrl-C reaches the harness, which stops PgBouncer.
+    proc = subprocess.Popen(
+        [*prefix, binary, str(root / "pgbouncer.ini")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pid = None
+    try:
+        admin = f"postgresql://{user}@127.0.0.1:{port}/pgbouncer"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                psycopg.connect(admin, connect_timeout=3).close()
+                break
+            except psycopg.OperationalError:
+                log = root / "pgbouncer.log"
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text()[-2000:] if log.exists() else ""
+                    raise RuntimeError(f"PgBouncer did not start:\n{tail}") from None
+                time.sleep(0.05)
+        pid = int((root / "pgbouncer.pid").read_text().strip())
+        yield f"127.0.0.1:{port}"
+    finally:
+        with _shielded():
+            for sig in (signal.SIGTERM, signal.SIGKILL):  # SIGTERM: PgBouncer's immediate shutdown
+                # PgBouncer itself first, so that runuser reaps it and exits after it.
+                with contextlib.suppress(ProcessLookupError):
+                    if pid is not None and _is_pgbouncer(pid):
+                        os.kill(pid, sig)
+                    else:
+                        os.killpg(proc.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10)
+                if proc.poll() is not None and not (pid is not None and _is_pgbouncer(pid)):
+                    break
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _is_pgbouncer(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return "(pgbouncer)" in stat and stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _through(url: str, hostport: str) -> str:
+    scheme, _, rest = url.partition("://")
+    creds, _, tail = rest.rpartition("@")
+    return f"{scheme}://{creds + '@' if creds else ''}{hostport}/{tail.partition('/')[2]}"
+
+
+def _pools(admin: psycopg.Connection[Any], db: str) -> Row:
+    cur = admin.execute("SHOW POOLS")
+    names = [d.name for d in cur.description or []]
+    out = {"clients": 0, "clients_waiting": 0, "bouncer_servers": 0}
+    for row in cur.fetchall():
+        pool = dict(zip(names, row, strict=True))
+        if pool["database"] != db:
+            continue
+        for name, value in pool.items():
+            if name.startswith("cl_") and "cancel" not in name:
+                out["clients"] += int(value)
+            elif name.startswith("sv_") and name not in ("sv_active_cancel", "sv_being_canceled"):
+                out["bouncer_servers"] += int(value)
+        out["clients_waiting"] += int(pool["cl_waiting"])
+    return out
+
+
+# ---- W3: drain N jobs with P worker processes ------------------------------------------
+
+
+def start_workers(url: str, processes: int, concurrency: int, env: dict[str, str]) -> Worker:
+    options = f"--processes {processes} --concurrency {concurrency} --log-level WARNING"
+    argv = [python(), "-m", "durq.cli.main", "worker", "--app", APP_SPEC, *options.split()]
+    return Worker(argv, {"DURQ_DATABASE_URL": url, "PGAPPNAME": WORKERS, **env})
+
+
+def drain(
+    ctx: Context, jobs: int, processes: int, concurrency: int, bouncer: str | None = None
+) -> Row:
+    s = DurqPostgres(ctx)
+    s.setup()  # a fresh database, migrated
+    admin = bouncer_admin = worker = None
+    try:
+        admin = psycopg.connect(ctx.endpoints.pg_admin_url, autocommit=True)
+        db = _dbname(s.url)
+        url, env = s.url, {}
+        if bouncer is not None:
+            url, env = _through(s.url, bouncer), {"DURQ_PGBOUNCER": "true"}
+            # The admin console speaks the simple query protocol only: never prepare.
+            bouncer_admin = psycopg.connect(
+                _through(pgdb.url_for(s.url, "pgbouncer"), bouncer),
+                autocommit=True,
+                prepare_threshold=None,
+            )
+
+        def sample() -> Row:
+            assert admin is not None
+            row = admin.execute(SAMPLE_SQL, {"db": db, "me": HARNESS}).fetchone()
+            assert row is not None
+            out = {"server": int(row[0]), "lock_waits": int(row[1]), "ungranted": int(row[2])}
+            return out | (_pools(bouncer_admin, db) if bouncer_admin is not None else {})
+
+        worker = start_workers(url, processes, concurrency, env)
+        ready_sql = "SELECT count(*) FROM durq_workers WHERE stopped_at IS NULL"
+
+        def ready() -> bool:
+            worker.check()
+            row = s.conn.execute(ready_sql).fetchone()
+            return bool(row and row[0] >= processes)
+
+        wait_until(ready, timeout=180, interval=0.1, what="the worker processes to register")
+        time.sleep(1.5)  # LISTEN in place, first empty claims and maintenance ticks done
+        idle = sample()
+        sampler = Sampler(sample, 0.1)
+        started = time.perf_counter()
+        s.load(jobs)  # one transaction: every job becomes ready at the same commit
+
+        def drained() -> bool:
+            worker.check()
+            return s.unfinished() == 0
+
+        wait_until(drained, timeout=900, interval=0.05, what="the drain")
+        wall = time.perf_counter() - started
+        rows = sampler.stop()
+        done, span = s.conn.execute(SPAN_SQL).fetchone() or (0, None)
+        if done != jobs or not span:
+            raise RuntimeError(f"{done} of {jobs} jobs succeeded")
+        server = max(r["server"] for r in rows)
+        out: Row = {
+            "processes": processes,
+            "concurrency": concurrency,
+            "jobs": jobs,
+            "jobs_per_s": round(jobs / span, 1),
+            "span_s": round(span, 3),
+            "wall_s": round(wall, 3),
+            "server_connections": server,
+            "server_connections_idle": idle["server"],
+            "lock_waits": _stats(rows, "lock_waits"),
+            "ungranted_locks": _stats(rows, "ungranted"),
+            "samples": len(rows),
+        }
+        if bouncer_admin is None:
+            out["connections_per_process"] = round(server / processes, 2)
+            out["connections_per_process_idle"] = round(idle["server"] / processes, 2)
+        else:
+            clients = max(r["clients"] for r in rows)
+            out |= {
+                "client_connections": clients,
+                "client_connections_idle": idle["clients"],
+                "bouncer_server_connections": max(r["bouncer_servers"] for r in rows),
+                "connections_per_process": round(clients / processes, 2),
+                "clients_waiting": _stats(rows, "clients_waiting"),
+            }
+        return out
+    finally:
+        with _shielded():
+            if worker is not None:
+                worker.stop(60)
+            for conn in (admin, bouncer_admin):
+                if conn is not None:
+                    conn.close()
+            s.teardown()
+
+
+# ---- W5: steady state, with durq_jobs and durq_attempts sampled ------------------------
+
+
+class _Fresh(DurqPostgres):
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.workers: list[Worker] = []
+
+    def start_worker(self, *, processes: int = 1, concurrency: int | None = None) -> Worker:
+        self.workers.append(super().start_worker(processes=processes, concurrency=concurrency))
+        return self.workers[-1]
+
+    def reset(self) -> None:
+        """Nothing to remove: the database is new. (A TRUNCATE here would also reset the
+        table's statistics whenever its backend next reports them, up to 10 s later, in the
+        middle of the samples.)"""
+
+
+def steady(ctx: Context, rate: float, seconds: float, every: float) -> Row:
+    s = _Fresh(ctx)
+    s.setup()
+    try:
+        conn = psycopg.connect(s.url, autocommit=True)
+
+        def bloat() -> Row:
+            cur = conn.execute(BLOAT_SQL)
+            names = [d.name for d in cur.description or []]
+            tables = {}
+            for row in cur.fetchall():
+                table = dict(zip(names, row, strict=True))
+                last = table.pop("last_autovacuum")
+                table["last_autovacuum"] = last.isoformat() if last else None
+                tables[table.pop("relname")] = table
+            return tables
+
+        sampler = Sampler(bloat, every)
+        try:
+            metrics = w5_steady(s, Sizes(steady_rate=rate, steady_seconds=seconds))
+        finally:
+            samples = sampler.stop()
+            conn.close()
+        return {
+            "processes": 1,
+            "concurrency": int(os.environ.get("DURQ_BENCH_CONCURRENCY", CONCURRENCY)),
+            "offered_per_s": rate,
+            "seconds": seconds,
+            "sample_every_s": every,
+            "metrics": metrics,
+            "samples": samples,
+        }
+    finally:
+        with _shielded():
+            for worker in s.workers:
+                worker.stop(60)  # stopped already unless interrupted
+            s.teardown()
+
+
+# ---- command line ----------------------------------------------------------------------
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+class _Signals:
+    shield = 0  # > 0 while cleaning up: a signal then waits until the cleanup is done
+    deferred = False
+    raised = False
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGINT/SIGTERM: KeyboardInterrupt once, never in the middle of a cleanup (stopping
+    workers and PgBouncer, dropping a database)."""
+    if _Signals.raised:
+        return
+    if _Signals.shield:
+        _Signals.deferred = True
+        return
+    _Signals.raised = True
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    _Signals.shield += 1
+    try:
+        yield
+    finally:
+        _Signals.shield -= 1
+    if not _Signals.shield and _Signals.deferred and not _Signals.raised:
+        _Signals.raised = True
+        raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.split("\n")[0])
+    p.add_argument("--jobs", type=int, default=20_000, help="jobs per drain (default 20000)")
+    p.add_argument("--processes", type=_ints, default=[1, 2, 4], help="direct: 1,2,4")
+    p.add_argument("--concurrency", type=int, default=CONCURRENCY, help="direct, per process")
+    p.add_argument("--bouncer-processes", type=_ints, default=[8, 16], help="PgBouncer: 8,16")
+    p.add_argument("--bouncer-concurrency", type=int, default=20, help="PgBouncer, per process")
+    p.add_argument("--pool-size", type=int, default=20, help="PgBouncer default_pool_size")
+    p.add_argument("--rate", type=float, default=1_000.0, help="W5 offered jobs/s")
+    p.add_argument("--seconds", type=float, default=300.0, help="W5 duration (0: skip W5)")
+    p.add_argument("--sample-every", type=float, default=10.0, help="W5 table samples, s")
+    p.add_argument("-o", "--output", type=Path, help="also write the JSON here")
+    args = p.parse_args(argv)
+
+    # The harness's own connections are named, so the samples count only the workers'.
+    os.environ["PGAPPNAME"] = HARNESS
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    endpoints = Endpoints()
+    tmp = Path(tempfile.mkdtemp(prefix="durq-scale-"))
+    os.environ["DURQ_BENCH_TMP"] = str(tmp)  # worker logs
+    (tmp / "sink").mkdir()
+    ctx = Context(endpoints=endpoints, tmp=tmp, sink=tmp / "sink")
+    with psycopg.connect(endpoints.pg_admin_url) as conn:
+        server: dict[str, str] = dict(conn.execute(SETTINGS_SQL).fetchall())
+    version = subprocess.run(
+        [shutil.which("pgbouncer") or "/usr/sbin/pgbouncer", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split("\n")[0]
+    result: Row = {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "postgresql": server,  # W5's autovacuum figures depend on these
+        "pgbouncer": version,
+        "versions": DurqPostgres(ctx).versions(),
+        "argv": sys.argv[1:] if argv is None else argv,
+    }
+    try:
+        direct = result["w3_direct"] = []
+        for n in args.processes:
+            _log(f"W3 direct: {args.jobs} jobs, {n} process(es) x {args.concurrency}")
+            direct.append(drain(ctx, args.jobs, n, args.concurrency))
+            _log(json.dumps(direct[-1]))
+        if args.bouncer_processes:
+            runs: list[Row] = []
+            result["w3_pgbouncer"] = {
+                "pool_mode": "transaction",
+                "default_pool_size": args.pool_size,
+                "concurrency": args.bouncer_concurrency,
+                "runs": runs,
+            }
+            with pgbouncer(endpoints.pg_admin_url, args.pool_size) as hostport:
+                for n in args.bouncer_processes:
+                    _log(
+                        f"W3 PgBouncer: {args.jobs} jobs, {n} processes x "
+                        f"{args.bouncer_concurrency}, pool {args.pool_size}"
+                    )
+                    runs.append(drain(ctx, args.jobs, n, args.bouncer_concurrency, hostport))
+                    _log(json.dumps(runs[-1]))
+        if args.seconds > 0:
+            if server.get("autovacuum") != "on":
+                _log("autovacuum is off on this server: W5 will show no autovacuum runs")
+            _log(f"W5: {args.rate:g} jobs/s for {args.seconds:g} s, 1 worker process")
+            result["w5"] = steady(ctx, args.rate, args.seconds, args.sample_every)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if args.output:
+        args.output.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
