@@ -35,9 +35,14 @@ INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at
                            finished_at, runtime_ms, outcome)
 SELECT id, 1, 1, 'retained', now(), now(), 0, 'succeeded' FROM jobs
 """
+# Polled every 5 ms while a drain runs: each EXISTS reads one of durq's partial indexes
+# (ready jobs; leases), so retained finished rows (W6) cost the poll nothing. Without the
+# index conditions both were scans of the whole table, which took the drain's CPU.
 UNFINISHED_SQL = (
-    "SELECT (EXISTS (SELECT 1 FROM durq_jobs WHERE state IN ('queued', 'retry_wait')))"
-    " OR (EXISTS (SELECT 1 FROM durq_jobs WHERE state = 'running'))"
+    "SELECT (EXISTS (SELECT 1 FROM durq_jobs WHERE state IN ('queued', 'retry_wait')"
+    " AND concurrency_key IS NULL))"
+    " OR (EXISTS (SELECT 1 FROM durq_jobs WHERE lease_expires_at IS NOT NULL"
+    " AND state = 'running'))"
 )
 
 
