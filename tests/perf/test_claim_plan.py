@@ -1,13 +1,16 @@
-"""The PostgreSQL claim must stay an index scan of the ready rows, however many finished
-rows the table keeps: a sequential scan or a sort of the table would make every claim
-slower as history grows. The worker's batched finish must fetch its jobs by primary key,
-even when the statistics say that no job is running. (Plans, not timings: nothing here
-measures speed.)"""
+"""The claim must stay an index scan of the ready rows, however many finished rows the
+table keeps: a sequential scan or a sort of the table would make every claim slower as
+history grows (PostgreSQL and SQLite). The worker's batched finish must fetch its jobs
+by primary key, even when the statistics say that no job is running. (Plans, not
+timings: nothing here measures speed.)"""
 
 from __future__ import annotations
 
 import json
 import re
+import sqlite3
+import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -142,3 +145,34 @@ def test_finish_fetches_jobs_by_primary_key_even_with_stale_statistics(
             assert all(c["Node Type"] not in ("Function Scan", "CTE Scan") for c in inner), (
                 "the finish re-reads its request for every job (a nested loop over it)"
             )
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["fresh", "analyzed"])
+@pytest.mark.parametrize("statement", ["job_claim", "job_claim_keyed"])
+def test_sqlite_claim_reads_its_ready_index_in_order_without_a_sort(
+    tmp_path: Path, statement: str, analyzed: bool
+) -> None:
+    """SQLite's planner, left to itself, took the dashboard's ``durq_jobs_waiting_idx``
+    (queue, run_at) and sorted every waiting job of the queue on each claim."""
+    app = durq.App(f"sqlite:///{tmp_path / 'plan.db'}")
+    try:
+        app.migrate()
+        app.enqueue_many([("plan.check", {"n": n}) for n in range(READY_ROWS)], return_jobs=False)
+        sql = app.driver.queries.named[statement]
+        params = dict.fromkeys(re.findall(r":(\w+)", sql), "default") | {
+            "limit": 100,
+            "now": time.time(),
+            "lease_seconds": 30.0,
+        }
+        conn = sqlite3.connect(tmp_path / "plan.db")
+        try:
+            if analyzed:
+                conn.execute("ANALYZE")
+            plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+        finally:
+            conn.close()
+    finally:
+        app.close()
+    index = "durq_jobs_ready_idx" if statement == "job_claim" else "durq_jobs_limited_idx"
+    assert any(f"USING INDEX {index}" in step for step in plan), plan
+    assert not any("TEMP B-TREE" in step for step in plan), f"the claim sorts: {plan}"

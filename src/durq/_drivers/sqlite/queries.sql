@@ -65,10 +65,13 @@ SET state = 'running', stage = NULL, worker_id = :worker_id,
 
 -- name: job_claim
 -- One write transaction (BEGIN IMMEDIATE): pick ready rows of one queue by priority and age.
+-- INDEXED BY: the ready index hands rows over in claim order and stops at LIMIT. Left to
+-- itself, the planner may take durq_jobs_waiting_idx (queue, run_at) and sort every ready
+-- row of the queue on each claim (6.6 ms instead of well under 1 ms with 30,000 waiting).
 UPDATE durq_jobs
 {claim_set}
 WHERE id IN (
-    SELECT id FROM durq_jobs
+    SELECT id FROM durq_jobs INDEXED BY durq_jobs_ready_idx
     WHERE state IN ('queued', 'retry_wait')
       AND concurrency_key IS NULL
       AND queue = :queue
@@ -98,10 +101,11 @@ ORDER BY claimed_at IS NOT NULL, claimed_at, key
 LIMIT :limit
 
 -- name: job_claim_keyed
+-- INDEXED BY, as in job_claim: this key's ready jobs in claim order, stopping at LIMIT.
 UPDATE durq_jobs
 {claim_set}
 WHERE id IN (
-    SELECT id FROM durq_jobs
+    SELECT id FROM durq_jobs INDEXED BY durq_jobs_limited_idx
     WHERE state IN ('queued', 'retry_wait') AND concurrency_key IS NOT NULL
       AND queue = :queue AND concurrency_key = :key AND run_at <= :now
     ORDER BY priority, run_at, id
