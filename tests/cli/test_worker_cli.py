@@ -4,6 +4,8 @@ people, --json for scripts, exit codes 0 ok, 1 failure, 2 usage."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from typer.testing import CliRunner
 import durq
 from durq.cli.main import app as cli
 
-from ..worker.support import run_cli, running_worker
+from ..worker.support import APP, REPO, durq_env, run_cli, running_worker
 
 runner = CliRunner()
 
@@ -146,3 +148,24 @@ def test_worker_on_an_unmigrated_database_exits_1_with_the_fix(tmp_path: object)
     url = f"sqlite:///{tmp_path}/empty.db"
     done = run_cli(url, "worker", "--app", "tests.worker.apps:app")
     assert done.returncode == 1 and "durq migrate" in done.stderr
+
+
+@pytest.mark.parametrize("build", ["python", "binary"])
+def test_worker_warns_at_start_when_psycopg_runs_its_pure_python_build(
+    pg_url: str, build: str
+) -> None:
+    app = durq.App(pg_url)
+    app.enqueue("sleep_for", {"seconds": 0}, unchecked=True)
+    app.close()
+    proc = subprocess.run(
+        [sys.executable, "-m", "durq.cli.main", "worker", "--app", APP, "--max-jobs", "1"],
+        cwd=REPO,
+        env=durq_env(pg_url, PSYCOPG_IMPL=build),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    warned = "psycopg runs its pure-Python build" in proc.stderr
+    assert warned == (build == "python"), proc.stderr

@@ -176,6 +176,11 @@ class DriverCore(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def setup_warnings(self) -> list[str]:
+        """What in this process's setup makes the database work slower than it should (the
+        worker logs each at start)."""
+        return []
+
     def is_transient(self, exc: BaseException) -> bool:
         """True for errors worth retrying as they are (the connection dropped, the server
         restarts, a lock is busy); False for errors the same request will hit again."""

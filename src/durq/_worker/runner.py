@@ -323,6 +323,8 @@ class Worker(GracefulShutdown):
         return code
 
     def _log_started(self) -> None:
+        for warning in self.driver.setup_warnings():
+            log.warning("%s", warning, extra={"worker_id": self.worker_id})
         s = self.settings
         log.info(
             "worker %s started on %s: queues=%s concurrency=%d poll_interval=%gs lease=%gs "

@@ -179,6 +179,15 @@ class PostgresDriver(Driver):
     def _executor(self, conn: Any) -> PsycopgExecutor:
         return PsycopgExecutor(conn, self.queries, prepare=False if self.pgbouncer else None)
 
+    def setup_warnings(self) -> list[str]:
+        if psycopg.pq.__impl__ != "python":
+            return []
+        return [
+            "psycopg runs its pure-Python build here, which decodes rows several times "
+            "slower than its C build: a worker drains about half as many jobs per second. "
+            "Install durq[postgres-binary] (or psycopg[c])"
+        ]
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
