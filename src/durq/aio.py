@@ -34,6 +34,10 @@ class AsyncApp:
             lambda: self.app.enqueue_many(items, connection=connection, return_jobs=return_jobs)
         )
 
+    async def wake(self, queues: list[str] | None = None) -> bool:
+        """``App.wake``: after committing jobs enqueued with ``connection=`` (SQLite)."""
+        return await asyncio.to_thread(self.app.wake, queues)
+
     async def get_job(self, job_id: int) -> Job:
         return await asyncio.to_thread(self.app.get_job, job_id)
 

@@ -15,7 +15,7 @@ from ._engine.enqueue import insert_job, insert_job_ids, insert_jobs
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.signing import signer_from_settings
-from ._engine.validate import build_new_job, validate_task_name
+from ._engine.validate import build_new_job, validate_queue, validate_task_name
 from .errors import SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
 from .inline import InlineRunner
@@ -374,6 +374,20 @@ class App(
             inserted = insert(driver, ex, built)
         jobs.announce_committed(driver, {new.queue for new in built})
         return inserted
+
+    def wake(self, queues: Iterable[str] | None = None) -> bool:
+        """Wake idle workers of ``queues`` (None: the default queue and every queue a task of
+        this App names) now; True if one was woken.
+
+        Call it after committing a transaction that enqueued with ``connection=``, on
+        SQLite: durq cannot see that commit, so workers in other processes would find the
+        jobs only at their next poll. (On PostgreSQL the enqueue's NOTIFY is delivered by
+        that commit, and this only wakes the workers of this process.)"""
+        if queues is None:
+            names = {self.settings.default_queue} | {t.queue for t in self.tasks.values()}
+        else:
+            names = {validate_queue(q) for q in ([queues] if isinstance(queues, str) else queues)}
+        return jobs.announce_committed(self.driver, names)
 
     def enqueue_tick(self, schedule: PeriodicTask, tick: datetime) -> tuple[Job, bool]:
         """Enqueue one tick of a periodic schedule, once however often it is asked."""

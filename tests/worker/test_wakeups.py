@@ -6,6 +6,8 @@ of the wake-up the producer recorded, never a wall-clock bound."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from psycopg import Connection
@@ -14,7 +16,7 @@ import durq
 from durq._drivers.postgres.driver import conninfo_from_url
 from durq._worker.runner import Worker
 
-from .support import run_cli, running_worker, wait_until
+from .support import REPO, durq_env, run_cli, running_worker, wait_until
 
 SLOW_POLL = 30.0  # a poll tick never comes during these tests
 
@@ -74,6 +76,42 @@ def test_an_enqueue_in_another_process_wakes_an_idle_worker_on_sqlite(sqlite_url
             done = run_cli(sqlite_url, "enqueue", "anything", "--args", f'{{"n": {n}}}', "--json")
             assert done.returncode == 0, done.stderr
             assert _run_and_reason(app, worker, json.loads(done.stdout)["id"]) == "notify"
+    app.close()
+
+
+WAKE_AFTER_OWN_COMMIT = """
+import sqlite3, sys
+import durq
+from durq._drivers.sqlite.driver import path_from_url
+app = durq.App(sys.argv[1])
+conn = sqlite3.connect(path_from_url(sys.argv[1]))
+job = app.enqueue("anything", {"n": 3}, connection=conn, unchecked=True)
+conn.commit()
+print(job.id, app.wake(["default"]))
+"""
+
+
+def test_wake_after_the_callers_own_commit_wakes_a_worker_in_another_process_on_sqlite(
+    sqlite_url: str,
+) -> None:
+    app = _app(sqlite_url)
+    with running_worker(app, poll_interval=SLOW_POLL) as worker:
+        assert worker.notifier is not None
+        wait_until(worker.notifier.listening.is_set, what="the wake-up socket to be bound")
+        _idle(worker)
+        done = subprocess.run(
+            [sys.executable, "-c", WAKE_AFTER_OWN_COMMIT, sqlite_url],
+            cwd=REPO,
+            env=durq_env(sqlite_url),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        job_id, woken = done.stdout.split()
+        assert woken == "True"
+        assert _run_and_reason(app, worker, int(job_id)) == "notify"
     app.close()
 
 
