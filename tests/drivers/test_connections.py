@@ -581,3 +581,13 @@ def test_write_together_shares_one_commit_and_undoes_only_the_failed_write(
     assert _queue_names(driver) == {"first", "x", "y"}
     assert (group.commits, group.writes) == (2, 4)  # the three queued shared one commit
     driver.close()
+
+
+def test_setup_warnings_name_only_a_pure_python_psycopg(driver: Driver) -> None:
+    """The C build runs here (the suite's install); the pure-Python one is warned about at
+    worker start (tests/cli/test_worker_cli.py runs a worker on it)."""
+    warnings = driver.setup_warnings()
+    if driver.dialect == "postgresql" and psycopg.pq.__impl__ == "python":
+        assert len(warnings) == 1 and "durq[postgres-binary]" in warnings[0]
+    else:
+        assert warnings == []
