@@ -29,9 +29,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/durq demo
 
-# pytest exits 5 when it collects nothing; that must fail loudly, never pass.
+# pytest exits 5 when it collects nothing; that must fail loudly, never pass. Two test
+# processes: the suite mostly waits (on workers, servers and the browser), not computes.
 test: $(STAMP)
-	@$(PY) -m pytest; rc=$$?; \
+	@$(PY) -m pytest -n 2; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
