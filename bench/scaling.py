@@ -14,28 +14,25 @@ not counted. jobs/s is N over the span from the first ``attempted_at`` to the la
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import pwd
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from . import pgdb
+from .bouncer import interrupt, pgbouncer, pools, shielded, through
 from .config import Endpoints, Sizes
 from .durq_subject import APP_SPEC, CONCURRENCY, DurqPostgres
 from .measure import Worker, python, wait_until
@@ -116,132 +113,6 @@ def _stats(rows: list[Row], key: str) -> dict[str, float]:
     return {"max": max(values), "mean": round(statistics.fmean(values), 3)}
 
 
-# ---- PgBouncer (transaction mode), as tests/bouncer.py runs it -------------------------
-
-
-def _as_user() -> list[str]:
-    """PgBouncer refuses to run as root: run it as ``postgres`` (or ``nobody``)."""
-    if os.geteuid() != 0:
-        return []
-    for name in ("postgres", "nobody"):
-        with contextlib.suppress(KeyError):
-            pwd.getpwnam(name)
-            return ["runuser", "-u", name, "--"]
-    raise RuntimeError("running as root with no 'postgres' or 'nobody' user for PgBouncer")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def pgbouncer(admin_url: str, pool_size: int) -> Iterator[str]:
-    """Yield ``host:port`` of a PgBouncer (pool_mode = transaction); stopped on exit."""
-    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-    target = conninfo_to_dict(admin_url)
-    user = str(target.get("user", "postgres"))
-    root = Path(tempfile.mkdtemp(prefix="durq-scale-pgbouncer-"))
-    port = _free_port()
-    (root / "users.txt").write_text(f'"{user}" ""\n')
-    settings = {
-        "listen_addr": "127.0.0.1",
-        "listen_port": port,
-        "unix_socket_dir": "",
-        "auth_type": "trust",
-        "auth_file": root / "users.txt",
-        "admin_users": user,
-        "pool_mode": "transaction",
-        "default_pool_size": pool_size,
-        "max_client_conn": 2000,
-        "query_wait_timeout": 60,
-        "ignore_startup_parameters": "extra_float_digits,options",
-        "logfile": root / "pgbouncer.log",
-        "pidfile": root / "pgbouncer.pid",
-    }
-    lines = [
-        "[databases]",
-        f"* = host={target.get('host', '127.0.0.1')} port={target.get('port', 5432)}",
-        "[pgbouncer]",
-    ]
-    (root / "pgbouncer.ini").write_text(
-        "\n".join([*lines, *(f"{k} = {v}" for k, v in settings.items()), ""])
-    )
-    prefix = _as_user()
-    if prefix:
-        for path in (root, *root.iterdir()):
-            shutil.chown(path, user=prefix[2])
-    # A session of its own: a terminal's Ctrl-C reaches the harness, which stops PgBouncer.
-    proc = subprocess.Popen(
-        [*prefix, binary, str(root / "pgbouncer.ini")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    pid = None
-    try:
-        admin = f"postgresql://{user}@127.0.0.1:{port}/pgbouncer"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                psycopg.connect(admin, connect_timeout=3).close()
-                break
-            except psycopg.OperationalError:
-                log = root / "pgbouncer.log"
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = log.read_text()[-2000:] if log.exists() else ""
-                    raise RuntimeError(f"PgBouncer did not start:\n{tail}") from None
-                time.sleep(0.05)
-        pid = int((root / "pgbouncer.pid").read_text().strip())
-        yield f"127.0.0.1:{port}"
-    finally:
-        with _shielded():
-            for sig in (signal.SIGTERM, signal.SIGKILL):  # SIGTERM: PgBouncer's immediate shutdown
-                # PgBouncer itself first, so that runuser reaps it and exits after it.
-                with contextlib.suppress(ProcessLookupError):
-                    if pid is not None and _is_pgbouncer(pid):
-                        os.kill(pid, sig)
-                    else:
-                        os.killpg(proc.pid, sig)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(10)
-                if proc.poll() is not None and not (pid is not None and _is_pgbouncer(pid)):
-                    break
-            shutil.rmtree(root, ignore_errors=True)
-
-
-def _is_pgbouncer(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return "(pgbouncer)" in stat and stat.rpartition(")")[2].split()[0] != "Z"
-
-
-def _through(url: str, hostport: str) -> str:
-    scheme, _, rest = url.partition("://")
-    creds, _, tail = rest.rpartition("@")
-    return f"{scheme}://{creds + '@' if creds else ''}{hostport}/{tail.partition('/')[2]}"
-
-
-def _pools(admin: psycopg.Connection[Any], db: str) -> Row:
-    cur = admin.execute("SHOW POOLS")
-    names = [d.name for d in cur.description or []]
-    out = {"clients": 0, "clients_waiting": 0, "bouncer_servers": 0}
-    for row in cur.fetchall():
-        pool = dict(zip(names, row, strict=True))
-        if pool["database"] != db:
-            continue
-        for name, value in pool.items():
-            if name.startswith("cl_") and "cancel" not in name:
-                out["clients"] += int(value)
-            elif name.startswith("sv_") and name not in ("sv_active_cancel", "sv_being_canceled"):
-                out["bouncer_servers"] += int(value)
-        out["clients_waiting"] += int(pool["cl_waiting"])
-    return out
-
-
 # ---- W3: drain N jobs with P worker processes ------------------------------------------
 
 
@@ -262,10 +133,10 @@ def drain(
         db = _dbname(s.url)
         url, env = s.url, {}
         if bouncer is not None:
-            url, env = _through(s.url, bouncer), {"DURQ_PGBOUNCER": "true"}
+            url, env = through(s.url, bouncer), {"DURQ_PGBOUNCER": "true"}
             # The admin console speaks the simple query protocol only: never prepare.
             bouncer_admin = psycopg.connect(
-                _through(pgdb.url_for(s.url, "pgbouncer"), bouncer),
+                through(pgdb.url_for(s.url, "pgbouncer"), bouncer),
                 autocommit=True,
                 prepare_threshold=None,
             )
@@ -275,7 +146,7 @@ def drain(
             row = admin.execute(SAMPLE_SQL, {"db": db, "me": HARNESS}).fetchone()
             assert row is not None
             out = {"server": int(row[0]), "lock_waits": int(row[1]), "ungranted": int(row[2])}
-            return out | (_pools(bouncer_admin, db) if bouncer_admin is not None else {})
+            return out | (pools(bouncer_admin, db) if bouncer_admin is not None else {})
 
         worker = start_workers(url, processes, concurrency, env)
         ready_sql = "SELECT count(*) FROM durq_workers WHERE stopped_at IS NULL"
@@ -330,7 +201,7 @@ def drain(
             }
         return out
     finally:
-        with _shielded():
+        with shielded():
             if worker is not None:
                 worker.stop(60)
             for conn in (admin, bouncer_admin):
@@ -390,7 +261,7 @@ def steady(ctx: Context, rate: float, seconds: float, every: float) -> Row:
             "samples": samples,
         }
     finally:
-        with _shielded():
+        with shielded():
             for worker in s.workers:
                 worker.stop(60)  # stopped already unless interrupted
             s.teardown()
@@ -401,36 +272,6 @@ def steady(ctx: Context, rate: float, seconds: float, every: float) -> Row:
 
 def _ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
-
-
-class _Signals:
-    shield = 0  # > 0 while cleaning up: a signal then waits until the cleanup is done
-    deferred = False
-    raised = False
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    """SIGINT/SIGTERM: KeyboardInterrupt once, never in the middle of a cleanup (stopping
-    workers and PgBouncer, dropping a database)."""
-    if _Signals.raised:
-        return
-    if _Signals.shield:
-        _Signals.deferred = True
-        return
-    _Signals.raised = True
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _shielded() -> Iterator[None]:
-    _Signals.shield += 1
-    try:
-        yield
-    finally:
-        _Signals.shield -= 1
-    if not _Signals.shield and _Signals.deferred and not _Signals.raised:
-        _Signals.raised = True
-        raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # The harness's own connections are named, so the samples count only the workers'.
     os.environ["PGAPPNAME"] = HARNESS
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     endpoints = Endpoints()
     tmp = Path(tempfile.mkdtemp(prefix="durq-scale-"))
     os.environ["DURQ_BENCH_TMP"] = str(tmp)  # worker logs
