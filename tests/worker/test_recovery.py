@@ -173,6 +173,7 @@ def test_sqlite_locked_past_the_busy_timeout_is_retried_not_a_job_failure(
             ),
             what="each part that met the lock to say the database is back",
         )
+    assert "the database is back" in caplog.text
     done = app.get_job(job.id)
     assert (done.attempt, done.result) == (1, "done")
     assert [a.outcome for a in app.attempts(job.id)] == ["succeeded"]
