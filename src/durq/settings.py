@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     # one a pool thread started only when needed; a claim takes up to the free capacity,
     # so a small default would pay a round trip per few jobs.
     concurrency: int = Field(100, ge=1, le=1000)
+    # at most this many jobs claimed ahead of free slots, waiting (leases heartbeated) in
+    # the worker's buffer: a job starts the moment a slot frees, not after the next claim's
+    # round trip. The buffer holds no more than 50 ms of work at the worker's recent rate,
+    # so a worker busy with slow jobs holds none back from other workers; buffered jobs
+    # are released at shutdown without spending an attempt.
+    prefetch: int = Field(100, ge=0, le=1000)
     processes: int = Field(1, ge=1, le=64)
     poll_interval: float = Field(1.0, ge=0)
     lease_seconds: float = Field(30.0, gt=0)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import sys
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from .. import _tracing, states
 from .._drivers import FinishRequest
@@ -27,6 +29,11 @@ from .processes import TaskProcesses
 __all__ = ["Executor"]
 
 log = logging.getLogger("durq.worker")
+
+#: Start each job's task eagerly (Python 3.12+): its first step runs at once, in its own
+#: task, and a job that never waits is done before it reaches the loop's ready queue.
+#: Python 3.11 has no eager start; there every job's task is scheduled as usual.
+EAGER = sys.version_info >= (3, 12)
 
 
 class Executor:
@@ -52,6 +59,9 @@ class Executor:
         self.outcomes: Counter[str] = Counter()
         self.released = 0
         self.lost = 0
+        #: False once shutdown began: buffered jobs are released, not started.
+        self.accepting = True
+        self._filling = False
 
     def release_all(self) -> None:
         """Stop every job still running and release each once its code has stopped (the
@@ -100,11 +110,63 @@ class Executor:
             )
         return len(stuck)
 
-    def start_job(self, job: Job, trace_context: str | None = None) -> None:
-        entry = self.inflight.add(job)
-        entry.trace_context = trace_context
-        loop = asyncio.get_running_loop()
-        entry.task = loop.create_task(self._execute(entry), name=f"durq-job-{job.id}")
+    def accept(self, jobs: Sequence[Job], traces: Mapping[int, str]) -> None:
+        """Take a claimed batch: start as many as there are idle slots, buffer the rest
+        (prefetch); each buffered job starts the moment a running one finishes. A batch
+        whose claim returns after shutdown began is released at once."""
+        self.inflight.buffer(jobs)
+        if traces:
+            for entry in self.inflight.entries():
+                if entry.phase is Phase.BUFFERED and entry.job.id in traces:
+                    entry.trace_context = traces[entry.job.id]
+        self.inflight.changed.fire()
+        if self.accepting:
+            self._fill()
+        else:
+            self._release_waiting()
+
+    def stop_starting(self) -> None:
+        """Shutdown: start nothing more, and release the jobs still waiting in the buffer
+        (they never ran: back to queued, attempt not spent, for any worker to take)."""
+        self.accepting = False
+        self.inflight.close()
+        self._release_waiting()
+
+    def _release_waiting(self) -> None:
+        waiting = self.inflight.unbuffer()
+        if waiting:
+            log.info(
+                "releasing %d prefetched job(s) that had not started back to queued",
+                len(waiting),
+            )
+        for entry in waiting:
+            self._release(entry)
+
+    def _fill(self) -> None:
+        """Start buffered jobs into the idle running slots. Not re-entered: an eager job
+        that finishes at once frees its slot inside ``_spawn``, and this loop refills it
+        (a nested call would grow the stack by a job per slot)."""
+        if self._filling or not self.accepting:
+            return
+        self._filling = True
+        try:
+            while self.inflight.idle_slots:
+                entry = self.inflight.take()
+                if entry is None:
+                    return
+                self._spawn(entry)
+        finally:
+            self._filling = False
+
+    def _spawn(self, entry: InFlight) -> None:
+        coro = self._execute(entry)
+        if EAGER:
+            # The job's first step runs now, inside its own task (current_task() and
+            # asyncio.timeout() see it): a job that finishes without waiting on anything
+            # never goes through the loop's ready queue.
+            entry.task = asyncio.Task(coro, name=_name(entry), eager_start=True)  # type: ignore[call-arg,unused-ignore]
+        else:
+            entry.task = asyncio.get_running_loop().create_task(coro, name=_name(entry))
 
     def _isolated(self, entry: InFlight) -> bool:
         return self.processes is not None and self.processes.takes(entry.job.task)
@@ -172,6 +234,7 @@ class Executor:
         entry.finishing_ns = _tracing.now_ns()
         assert self.completer is not None
         self.completer.submit(entry, req)
+        self._fill()
 
     def _release(self, entry: InFlight) -> None:
         self.inflight.set_phase(entry, Phase.RELEASING)
@@ -182,6 +245,7 @@ class Executor:
         self.inflight.set_phase(entry, Phase.ABANDONED)
         self.lost += 1
         self.inflight.remove(entry)
+        self._fill()
         log.warning(
             "job %s (%s): lease lost (%s); abandoning it without writing anything. If this "
             "happens often, raise lease_seconds or heartbeat more often",
@@ -224,6 +288,8 @@ class Executor:
         ids = self.log_fields(job)
         if entry.phase is Phase.RELEASING:
             self.released += 1
+            if entry.task is None:
+                return  # a prefetched job that never started: said once, at shutdown
             log.info(
                 "job %s (%s): released to %s, attempt not spent",
                 job.id,
@@ -264,6 +330,9 @@ class Executor:
         }
 
     def on_lost(self, entry: InFlight) -> None:
+        if entry.phase is Phase.BUFFERED:  # never started: nothing to stop
+            self._abandon(entry, "a heartbeat found another owner before the job started")
+            return
         if entry.phase is not Phase.RUNNING:
             return  # a queued outcome or release decides for itself, fenced
         if self._isolated(entry):
@@ -273,6 +342,11 @@ class Executor:
         self._abandon(entry, "a heartbeat found another owner, or the job is no longer running")
 
     def on_cancel(self, entry: InFlight) -> None:
+        if entry.phase is Phase.BUFFERED:  # never started: cancelled without running
+            entry.cancel_requested = True
+            log.info("job %s (%s): cancel requested before it started", *_names(entry))
+            self._finish(entry, self._request(entry, states.cancel_running()))
+            return
         if entry.phase is not Phase.RUNNING or entry.cancel_requested:
             return
         entry.cancel_requested = True
@@ -290,6 +364,10 @@ class Executor:
                 entry.job.id,
                 entry.job.task,
             )
+
+
+def _name(entry: InFlight) -> str:
+    return f"durq-job-{entry.job.id}"
 
 
 def _names(entry: InFlight) -> tuple[int, str]:

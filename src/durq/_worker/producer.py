@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -54,7 +54,7 @@ class Producer:
         queues: Sequence[str],
         worker_id: str,
         inflight: InFlightJobs,
-        start_job: Callable[[Job, str | None], None],
+        accept: Callable[[Sequence[Job], Mapping[int, str]], None],
         db: DbCall,
         poll_interval: float,
         lease_seconds: float,
@@ -66,7 +66,8 @@ class Producer:
         self._turn = -1  # which queue is asked first; rotates so none starves the others
         self.worker_id = worker_id
         self.inflight = inflight
-        self.start_job = start_job
+        #: Takes each claimed batch: starts what fits, buffers the rest (prefetch).
+        self.accept = accept
         self.db = db
         self.poll_interval = poll_interval
         self.lease_seconds = lease_seconds
@@ -126,8 +127,8 @@ class Producer:
             self.outage.ok()
             self._record(reason, jobs)
             traces, self.trace_contexts = self.trace_contexts, {}
-            for job in jobs:
-                self.start_job(job, traces.get(job.id))
+            if jobs:
+                self.accept(jobs, traces)
             if self.once:
                 return
             if len(jobs) == want:

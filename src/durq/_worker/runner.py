@@ -88,6 +88,7 @@ class Worker(GracefulShutdown):
         *,
         queues: str | Sequence[str] | None = None,
         concurrency: int | None = None,
+        prefetch: int | None = None,
         poll_interval: float | None = None,
         lease_seconds: float | None = None,
         heartbeat_seconds: float | None = None,
@@ -113,6 +114,7 @@ class Worker(GracefulShutdown):
             app.settings,
             {
                 "concurrency": concurrency,
+                "prefetch": prefetch,
                 "poll_interval": poll_interval,
                 "lease_seconds": lease_seconds,
                 "heartbeat_seconds": heartbeat_seconds,
@@ -157,7 +159,7 @@ class Worker(GracefulShutdown):
         self._stop_event = asyncio.Event()
         self._db_pool = concurrent.futures.ThreadPoolExecutor(6, thread_name_prefix="durq-db")
         self._task_pool = TaskThreads(s.concurrency + SPARE_TASK_THREADS)
-        self.inflight = InFlightJobs(s.concurrency)
+        self.inflight = InFlightJobs(s.concurrency, s.prefetch)
         self.processes = task_processes(app, s, self.worker_id, app_loader)
         self.executor = Executor(
             runtime,
@@ -186,7 +188,7 @@ class Worker(GracefulShutdown):
             queues=self.queues,
             worker_id=self.worker_id,
             inflight=self.inflight,
-            start_job=self.executor.start_job,
+            accept=self.executor.accept,
             db=self._db,
             poll_interval=s.poll_interval,
             lease_seconds=s.lease_seconds,
@@ -304,6 +306,7 @@ class Worker(GracefulShutdown):
         except Exception:
             log.exception("worker %s failed; releasing its jobs", self.worker_id)
             code = 1
+            self.executor.stop_starting()
             self.executor.release_all()
             if not await self._stopped_by(loop.time() + self.settings.shutdown_hard_timeout):
                 self.left_running = self.executor.leave_running()
@@ -328,13 +331,14 @@ class Worker(GracefulShutdown):
         s = self.settings
         log.info(
             "worker %s started on %s: queues=%s concurrency=%d poll_interval=%gs lease=%gs "
-            "heartbeat=%gs shutdown_timeout=%gs wake-ups=%s%s",
+            "prefetch=%d heartbeat=%gs shutdown_timeout=%gs wake-ups=%s%s",
             self.worker_id,
             redact_url(self.driver.url),
             ",".join(self.queues),
             s.concurrency,
             s.poll_interval,
             s.lease_seconds,
+            s.prefetch,
             s.heartbeat_seconds,
             s.shutdown_timeout,
             self.notifier.mode,

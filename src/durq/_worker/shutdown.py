@@ -51,6 +51,7 @@ class GracefulShutdown:
             len(self.inflight.running()),
         )
         self._stop_event.set()
+        self.executor.stop_starting()  # prefetched jobs go back at once, for any worker
         self.inflight.changed.fire()
 
     def _install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -79,7 +80,8 @@ class GracefulShutdown:
         """Wait for running jobs (bounded by shutdown_timeout once a stop was asked),
         release the rest, then write every outcome."""
         loop = asyncio.get_running_loop()
-        while self.inflight.running():
+        # Without a stop (--max-jobs reached), prefetched jobs still run.
+        while self.inflight.running() or (self.executor.accepting and self.inflight.buffered()):
             left: float | None = None
             if self._stop_requested_at is not None:
                 left = self._stop_requested_at + self.settings.shutdown_timeout - loop.time()

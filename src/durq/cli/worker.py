@@ -37,6 +37,13 @@ def worker(
     concurrency: int = typer.Option(
         None, "--concurrency", "-c", min=1, max=1000, help="Jobs in flight per process."
     ),
+    prefetch: int = typer.Option(
+        None,
+        "--prefetch",
+        min=0,
+        max=1000,
+        help="Jobs claimed ahead of free slots, started as slots free (released on shutdown).",
+    ),
     processes: int = typer.Option(
         None, "--processes", "-p", min=1, max=64, help="Worker processes under one supervisor."
     ),
@@ -110,6 +117,7 @@ def worker(
     options: dict[str, Any] = {
         "queues": queues,
         "concurrency": concurrency,
+        "prefetch": prefetch,
         "poll_interval": poll_interval,
         "lease_seconds": lease_seconds,
         "heartbeat_seconds": heartbeat_seconds,
