@@ -159,14 +159,15 @@ class Executor:
             self._filling = False
 
     def _spawn(self, entry: InFlight) -> None:
+        loop = asyncio.get_running_loop()
         coro = self._execute(entry)
         if EAGER:
             # The job's first step runs now, inside its own task (current_task() and
             # asyncio.timeout() see it): a job that finishes without waiting on anything
             # never goes through the loop's ready queue.
-            entry.task = asyncio.Task(coro, name=_name(entry), eager_start=True)  # type: ignore[call-arg,unused-ignore]
+            entry.task = asyncio.Task(coro, loop=loop, name=_name(entry), eager_start=True)  # type: ignore[call-arg,unused-ignore]
         else:
-            entry.task = asyncio.get_running_loop().create_task(coro, name=_name(entry))
+            entry.task = loop.create_task(coro, name=_name(entry))
 
     def _isolated(self, entry: InFlight) -> bool:
         return self.processes is not None and self.processes.takes(entry.job.task)
