@@ -15,7 +15,12 @@ from ._engine.enqueue import insert_job, insert_job_ids, insert_jobs
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.signing import signer_from_settings
-from ._engine.validate import build_new_job, validate_queue, validate_task_name
+from ._engine.validate import (
+    build_new_job,
+    checked_args_json,
+    validate_queue,
+    validate_task_name,
+)
 from .errors import SchemaOutOfDate, ValidationError
 from .guards import KeyOperations
 from .inline import InlineRunner
@@ -46,6 +51,15 @@ class EnqueueRequest:
         self.task = task
         self.args = args
         self.options = options
+
+
+def _alike_key(task: object) -> object:
+    """Which items of a batch share their validation: by task name, or by Task object."""
+    if isinstance(task, str):
+        return task
+    if isinstance(task, Task):
+        return (task.name, id(task))
+    return None
 
 
 class App(
@@ -343,10 +357,21 @@ class App(
         building a ``Job`` per row (a job an idempotency key matched answers its original's id).
         """
         built = []
+        # Items with no options share everything but their args with the first item of
+        # their task: that one is validated whole, the others only for their args.
+        alike: dict[object, tuple[NewJob, Task[Any, Any] | None]] = {}
         for i, item in enumerate(items):
             req = item if isinstance(item, EnqueueRequest) else EnqueueRequest(item[0], item[1])
             try:
-                built.append(self.build(req.task, req.args, **req.options))
+                key = _alike_key(req.task) if not req.options else None
+                first = alike.get(key) if key is not None else None
+                if first is not None:
+                    built.append(self._alike(first, req.args))
+                    continue
+                new = self.build(req.task, req.args, **req.options)
+                if key is not None:
+                    alike[key] = (new, self._resolve(req.task)[1])
+                built.append(new)
             except ValidationError as exc:
                 raise ValidationError(f"item {i}: {exc}") from None
         if not built:
@@ -359,6 +384,17 @@ class App(
             inserted = self._insert_many(traced.jobs, connection, insert_jobs)
             traced.inserted(inserted)
         return inserted if return_jobs else [job.id for job in inserted]
+
+    def _alike(self, first: tuple[NewJob, Task[Any, Any] | None], args: Any) -> NewJob:
+        """``build`` for an item with no options whose task's first item built ``first``:
+        only the args differ, and only they are checked (the rules ``build`` applies)."""
+        template, known = first
+        args_json = checked_args_json(
+            args, self.settings.max_args_bytes, self.settings.max_json_depth
+        )
+        if known is not None:
+            known.check_args(args or {})
+        return template.with_args(args_json)
 
     def _insert_many(
         self,

@@ -44,6 +44,9 @@ def test_wrong_arguments_are_refused_naming_task_and_argument(db_url: str) -> No
         app.enqueue("resize", {"width": 10})
     with pytest.raises(durq.ValidationError, match=r"item 1: .*'path'"):
         app.enqueue_many([("resize", {"image_id": 1}), ("staged", {})])
+    # The second item of a task is checked against its signature too.
+    with pytest.raises(durq.ValidationError, match=r"item 1: .*unexpected keyword.*'imageid'"):
+        app.enqueue_many([("resize", {"image_id": 1}), ("resize", {"imageid": 2})])
     assert app.list_jobs() == []
     app.close()
 

@@ -138,7 +138,7 @@ def test_enqueue_many_bulk(app: durq.App) -> None:
     assert {j.queue for j in jobs} == {"bulk"} and _count(app) == 500
 
 
-BAD_INPUT = [
+BAD_INPUT: list[tuple[dict[str, Any], str]] = [
     (
         dict(args={"when": datetime.now(UTC)}),
         "JSON-serialisable.*datetime.*\\['when'\\].*isoformat",
@@ -175,6 +175,31 @@ def test_bad_input_is_refused_and_nothing_is_written(
             [durq.EnqueueRequest("ok", {}), durq.EnqueueRequest(task, args, **options)]
         )
     assert _count(app) == 0
+
+
+@pytest.mark.parametrize(("bad", "message"), [(b, m) for b, m in BAD_INPUT if list(b) == ["args"]])
+def test_each_items_args_are_checked_when_a_batch_shares_its_task(
+    app: durq.App, bad: dict[str, Any], message: str
+) -> None:
+    # Items of one task share all but their args, so only the first is validated whole.
+    with pytest.raises(durq.ValidationError, match=f"item 2: .*{message}"):
+        app.enqueue_many(
+            [("resize", {"image_id": 1}), ("resize", {"image_id": 2}), ("resize", bad["args"])]
+        )
+    assert _count(app) == 0
+
+
+def test_a_batch_of_one_task_stores_each_items_own_args(app: durq.App) -> None:
+    ids = app.enqueue_many([("resize", {"image_id": i}) for i in range(300)], return_jobs=False)
+    alone = app.enqueue("resize", {"image_id": 300})
+    jobs = [app.get_job(i) for i in ids]
+    assert [j.args for j in jobs] == [{"image_id": i} for i in range(300)]
+
+    def defaults(job: durq.Job) -> tuple[object, ...]:
+        policy = tuple(sorted(job.retry_policy.items()))
+        return (job.task, job.queue, job.priority, job.max_attempts, policy)
+
+    assert {defaults(j) for j in jobs} == {defaults(alone)}
 
 
 def test_unknown_state_filter_is_refused(app: durq.App) -> None:

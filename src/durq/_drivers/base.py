@@ -81,6 +81,32 @@ class NewJob:
     #: Where the job's state changes are delivered (the outbox); None: no events.
     webhook_url: str | None = None
 
+    def with_args(self, args_json: str) -> NewJob:
+        """This request with other arguments (a batch's items of one task). Positional:
+        ``dataclasses.replace`` cost more than the rest of the item's validation."""
+        return NewJob(
+            self.queue,
+            self.task,
+            args_json,
+            self.priority,
+            self.run_at,
+            self.delay,
+            self.max_attempts,
+            self.retry_policy_json,
+            self.created_by,
+            self.idempotency_scope,
+            self.idempotency_key,
+            self.request_hash,
+            self.idempotency_ttl,
+            self.breaker_key,
+            self.breaker_threshold,
+            self.breaker_pause,
+            self.concurrency_key,
+            self.limit,
+            self.trace_context,
+            self.webhook_url,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class FinishRequest:

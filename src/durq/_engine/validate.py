@@ -173,6 +173,27 @@ def validate_task_name(task: str) -> str:
     return task
 
 
+def checked_args_json(args: Any, max_args_bytes: int, max_json_depth: int) -> str:
+    """A job's arguments as canonical JSON, refused if they are not a JSON object, nest
+    too deep or are too large."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ValidationError(
+            f"args must be a JSON object (a dict of argument name to value), got "
+            f"{type(args).__name__}; e.g. {{'image_id': 7}}"
+        )
+    check_json_shape(args, what="args", max_depth=max_json_depth)
+    args_json = canonical_json(args, what="args")
+    if len(args_json) > max_args_bytes:  # ASCII: as many bytes as characters
+        raise ValidationError(
+            f"args are {len(args_json)} bytes of JSON, over the limit of {max_args_bytes} "
+            "(DURQ_MAX_ARGS_BYTES); put large inputs in storage and pass a reference, or "
+            "raise the limit"
+        )
+    return args_json
+
+
 def build_new_job(
     *,
     task: str,
@@ -204,21 +225,7 @@ def build_new_job(
             f"app.limits[{concurrency_key!r}] = durq.Limit(concurrency=N) (a pattern such as "
             "'tenant-*' also matches), or leave concurrency_key out"
         )
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        raise ValidationError(
-            f"args must be a JSON object (a dict of argument name to value), got "
-            f"{type(args).__name__}; e.g. {{'image_id': 7}}"
-        )
-    check_json_shape(args, what="args", max_depth=max_json_depth)
-    args_json = canonical_json(args, what="args")
-    if len(args_json) > max_args_bytes:  # ASCII: as many bytes as characters
-        raise ValidationError(
-            f"args are {len(args_json)} bytes of JSON, over the limit of {max_args_bytes} "
-            "(DURQ_MAX_ARGS_BYTES); put large inputs in storage and pass a reference, or "
-            "raise the limit"
-        )
+    args_json = checked_args_json(args, max_args_bytes, max_json_depth)
     validate_queue(queue)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ValidationError(f"priority must be an integer (lower runs first), got {priority!r}")
