@@ -123,7 +123,12 @@ def start_workers(url: str, processes: int, concurrency: int, env: dict[str, str
 
 
 def drain(
-    ctx: Context, jobs: int, processes: int, concurrency: int, bouncer: str | None = None
+    ctx: Context,
+    jobs: int,
+    processes: int,
+    concurrency: int,
+    bouncer: str | None = None,
+    worker_env: dict[str, str] | None = None,
 ) -> Row:
     s = DurqPostgres(ctx)
     s.setup()  # a fresh database, migrated
@@ -148,7 +153,7 @@ def drain(
             out = {"server": int(row[0]), "lock_waits": int(row[1]), "ungranted": int(row[2])}
             return out | (pools(bouncer_admin, db) if bouncer_admin is not None else {})
 
-        worker = start_workers(url, processes, concurrency, env)
+        worker = start_workers(url, processes, concurrency, env | (worker_env or {}))
         ready_sql = "SELECT count(*) FROM durq_workers WHERE stopped_at IS NULL"
 
         def ready() -> bool:
