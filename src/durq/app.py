@@ -12,6 +12,7 @@ from ._drivers import Driver, NewJob, open_driver
 from ._drivers.sql import Executor
 from ._engine import jobs, pipeline
 from ._engine.enqueue import insert_job, insert_job_ids, insert_jobs
+from ._engine.notices import Notices
 from ._engine.schedule import SCOPE as PERIODIC_SCOPE
 from ._engine.schedule import PeriodicTask
 from ._engine.signing import signer_from_settings
@@ -83,6 +84,7 @@ class App(
         super().__init__(settings)
         self._driver: Driver | None = None
         self._driver_lock = threading.Lock()
+        self._notices: Notices | None = None
         #: The application's own metric names over its jobs (``add_job_metrics``).
         self.job_metrics: list[JobMetrics] = []
 
@@ -126,6 +128,9 @@ class App(
             )
 
     def close(self) -> None:
+        if self._notices is not None:  # the wake-ups owed go out first
+            self._notices.close()
+            self._notices = None
         if self._driver is not None:
             self._driver.close()
             self._driver = None
@@ -307,14 +312,29 @@ class App(
         elif (
             new.idempotency_key is None and new.breaker_key is None and new.concurrency_key is None
         ):  # a single statement: let it commit by itself
+            notices = self._single_notices(driver)
+            notify = notices is None or notices.lead(new.queue)
             with driver.autocommit() as ex:
-                job, created = insert_job(driver, ex, new)
+                job, created = insert_job(driver, ex, new, notify=notify)
+            if not notify:
+                assert notices is not None
+                notices.owe(new.queue)  # committed: its wake-up goes out with the window's
         else:
             with driver.transaction() as ex:
                 job, created = insert_job(driver, ex, new)
         if created:
             jobs.announce_committed(driver, [job.queue])
         return job, created
+
+    def _single_notices(self, driver: Driver) -> Notices | None:
+        """The debounced wake-ups of single enqueues (PostgreSQL's NOTIFY), or None."""
+        if not driver.capabilities.listen_notify:
+            return None
+        if self._notices is None:
+            with self._driver_lock:
+                if self._notices is None:
+                    self._notices = Notices(driver)
+        return self._notices
 
     @overload
     def enqueue_many(

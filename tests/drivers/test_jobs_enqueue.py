@@ -289,3 +289,27 @@ def test_job_insert_many_ids_answers_the_new_ids_in_request_order(
     assert ids == sorted(set(ids)) and len(ids) == 5
     stored = [get(driver, job_id) for job_id in ids]
     assert [(j.task, j.args) for j in stored] == [(f"task{i}", {"i": i}) for i in range(5)]
+
+
+def test_job_insert_without_notify_stores_the_job_and_sends_no_wake_up(
+    driver: Driver, new_job: JobFactory
+) -> None:
+    listener = driver.listen() if driver.capabilities.listen_notify else None
+    try:
+        with driver.autocommit() as ex:
+            quiet = driver.job_insert(ex, new_job("t", {"n": 1}, queue="quiet"), notify=False)
+        with driver.autocommit() as ex:
+            loud = driver.job_insert(ex, new_job("t", {"n": 2}, queue="loud"))
+        with driver.read() as ex:
+            assert driver.job_get(ex, quiet.id) == quiet
+            assert driver.job_get(ex, loud.id) == loud
+        if listener is not None:  # PostgreSQL: only the notifying insert woke the listener
+            heard: list[str] = []
+            for payload in listener.notifications(timeout=2.0):
+                heard.append(payload)
+                if payload == "loud":
+                    break
+            assert heard == ["loud"]
+    finally:
+        if listener is not None:
+            listener.close()

@@ -56,6 +56,7 @@ def test_many_jobs_that_never_wait_all_finish_in_one_slot(app: durq.App) -> None
     # next: the executor refills it in a loop, where a nested refill per job would grow
     # the stack with every job waiting in the buffer.
     count = 300
+
     @app.task(name="instant")
     async def instant(n: int) -> int:
         return n

@@ -8,15 +8,26 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 from psycopg import Connection
 
 import durq
 from durq._drivers.postgres.driver import conninfo_from_url
+from durq._engine import notices
 from durq._worker.runner import Worker
 
-from .support import REPO, durq_env, run_cli, running_worker, wait_until
+from .support import (
+    REPO,
+    adopt_test_tasks,
+    durq_env,
+    run_cli,
+    running_worker,
+    wait_until,
+    worker_processes,
+)
 
 SLOW_POLL = 30.0  # a poll tick never comes during these tests
 
@@ -171,3 +182,42 @@ def test_one_notification_per_queue_per_transaction(pg_url: str) -> None:
     # 50 jobs in one transaction: one NOTIFY; a mixed batch: one per queue; a single: one.
     assert got == sorted(["default", "default", "other", "default"])
     app.close()
+
+
+def test_a_burst_of_single_enqueues_shares_its_wake_ups_and_none_waits_for_a_poll(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A window long enough that the burst surely falls in a few of them, however slow
+    # the machine; the default is a few milliseconds.
+    monkeypatch.setattr(notices, "WINDOW", 0.5)
+    app = adopt_test_tasks(durq.App(pg_url))
+    with (
+        worker_processes(pg_url, tmp_path) as spawn,
+        Connection.connect(conninfo_from_url(pg_url), autocommit=True) as listener,
+    ):
+        listener.execute("LISTEN durq_jobs")
+        spawn("--poll-interval", str(SLOW_POLL))
+        wait_until(lambda: _listening(listener) >= 2, what="the worker to LISTEN")
+
+        jobs = [app.enqueue("ok", {"n": n}) for n in range(100)]
+        # Found through the NOTIFYs, the last ones sent after the window's end: the
+        # worker's next poll is 30 s away.
+        wait_until(lambda: all_succeeded(app, jobs), what="every job of the burst to run")
+        heard = [n.payload for n in listener.notifies(timeout=1.0)]
+    sent = app._single_notices(app.driver)
+    assert sent is not None
+    assert heard == ["default"] * sent.sent
+    assert 1 <= sent.sent < len(jobs)
+    app.close()
+
+
+def _listening(conn: Connection[Any]) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND query = 'LISTEN durq_jobs'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def all_succeeded(app: durq.App, jobs: list[durq.Job]) -> bool:
+    return all(app.get_job(j.id).state == "succeeded" for j in jobs)

@@ -29,9 +29,12 @@ def claim_order(job: Job) -> tuple[int, datetime, int]:
 class JobQueries(RowCodec):
     # ---- enqueue ---------------------------------------------------------------------
 
-    def job_insert(self, ex: Executor, new: NewJob) -> Job:
-        """Insert one job (no idempotency bookkeeping; see ``durq._engine.enqueue``)."""
-        row = ex.run("job_insert", self._insert_params(new))[0]
+    def job_insert(self, ex: Executor, new: NewJob, *, notify: bool = True) -> Job:
+        """Insert one job (no idempotency bookkeeping; see ``durq._engine.enqueue``).
+        ``notify=False``: send no wake-up with it (where the database has notifications;
+        the caller sends one after commit)."""
+        quiet = not notify and self.capabilities.listen_notify
+        row = ex.run("job_insert_quiet" if quiet else "job_insert", self._insert_params(new))[0]
         created_at = self.ts_out(row["created_at"]) or epoch()
         return self.job_from_new(
             new, row["id"], self.ts_out(row["run_at"]) or created_at, created_at

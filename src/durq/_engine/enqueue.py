@@ -14,16 +14,19 @@ from . import keyed
 __all__ = ["insert_job", "insert_job_ids", "insert_jobs"]
 
 
-def insert_job(driver: Driver, ex: Executor, new: NewJob) -> tuple[Job, bool]:
+def insert_job(
+    driver: Driver, ex: Executor, new: NewJob, *, notify: bool = True
+) -> tuple[Job, bool]:
     """Insert one job; with an idempotency key, return the original instead.
 
     Returns ``(job, created)``. Raises ``IdempotencyConflict`` when the key was used with
     a different request. Runs inside ``ex``'s transaction and never ends it.
+    ``notify=False`` (a job without keys): its wake-up is the caller's to send after commit.
     """
     if new.idempotency_key is None:
         if _keyed(new):
             new = keyed.enter(driver, ex, new)
-        return driver.job_insert(ex, new), True
+        return driver.job_insert(ex, new, notify=notify), True
     scope, key = new.idempotency_scope or new.task, new.idempotency_key
     found = driver.idem_get(ex, scope, key)
     if found is not None and not found["expired"]:

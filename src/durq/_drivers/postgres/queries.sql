@@ -7,11 +7,8 @@ lease_expires_at, heartbeat_at, last_error_code, last_error, CAST(result AS text
 CAST(retry_policy AS text) AS retry_policy, cancel_requested, created_by, idempotency_key,
 breaker_key, concurrency_key
 
--- name: job_insert
+-- name: job_insert_row
 -- Only the id and the clock come back: the rest of the Job is what was sent.
--- The NOTIFY is delivered at commit, once per queue per transaction (PostgreSQL folds
--- identical notifications), so idle workers wake without polling.
-WITH ins AS (
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy,
                        created_by, idempotency_key, breaker_key, concurrency_key,
                        trace_context, webhook_url)
@@ -21,8 +18,19 @@ VALUES (:queue, :task, CAST(:args AS jsonb), :priority,
         CAST(:breaker_key AS text), CAST(:concurrency_key AS text), :trace_context,
         CAST(:webhook_url AS text))
 RETURNING id, queue, run_at, created_at
+
+-- name: job_insert
+-- The NOTIFY is delivered at commit, once per queue per transaction (PostgreSQL folds
+-- identical notifications), so idle workers wake without polling.
+WITH ins AS (
+{job_insert_row}
 )
 SELECT ins.*, pg_notify('durq_jobs', ins.queue) AS notified FROM ins
+
+-- name: job_insert_quiet
+-- The insert without its NOTIFY: a single enqueue's wake-up is then sent after its commit,
+-- together with those of the other enqueues of a few milliseconds (durq._engine.notices).
+{job_insert_row}
 
 -- name: job_insert_many
 INSERT INTO durq_jobs (queue, task, args, priority, run_at, max_attempts, retry_policy, created_by,
