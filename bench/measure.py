@@ -59,6 +59,35 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User and system CPU seconds of one process (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by a process and its descendants."""
+    return sum(_cpu_s(member) for member in process_tree(pid))
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU seconds used so far by every process named ``postgres`` on this machine (the
+    local server's backends and its background processes)."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{entry}/comm").read_text().strip() == "postgres":
+                    total += _cpu_s(int(entry))
+    return total
+
+
 def peak_rss_mb(pid: int) -> float:
     """Sum of the peak resident set (VmHWM) of a process and its descendants, in MB."""
     total_kb = 0

@@ -35,7 +35,7 @@ from . import pgdb
 from .bouncer import interrupt, pgbouncer, pools, shielded, through
 from .config import Endpoints, Sizes
 from .durq_subject import APP_SPEC, CONCURRENCY, DurqPostgres
-from .measure import Worker, python, wait_until
+from .measure import Worker, cpu_seconds, postgres_cpu_seconds, python, wait_until
 from .subject import Context
 from .workloads import w5_steady
 
@@ -165,6 +165,7 @@ def drain(
         time.sleep(1.5)  # LISTEN in place, first empty claims and maintenance ticks done
         idle = sample()
         sampler = Sampler(sample, 0.1)
+        cpu_before = (cpu_seconds(worker.proc.pid), postgres_cpu_seconds())
         started = time.perf_counter()
         s.load(jobs)  # one transaction: every job becomes ready at the same commit
 
@@ -174,6 +175,7 @@ def drain(
 
         wait_until(drained, timeout=900, interval=0.05, what="the drain")
         wall = time.perf_counter() - started
+        cpu_after = (cpu_seconds(worker.proc.pid), postgres_cpu_seconds())
         rows = sampler.stop()
         done, span = s.conn.execute(SPAN_SQL).fetchone() or (0, None)
         if done != jobs or not span:
@@ -191,6 +193,10 @@ def drain(
             "lock_waits": _stats(rows, "lock_waits"),
             "ungranted_locks": _stats(rows, "ungranted"),
             "samples": len(rows),
+            # CPU per job over the drain: the worker processes, and every postgres process
+            # on the machine (the loading transaction included).
+            "worker_cpu_us_per_job": round((cpu_after[0] - cpu_before[0]) / jobs * 1e6, 1),
+            "postgres_cpu_us_per_job": round((cpu_after[1] - cpu_before[1]) / jobs * 1e6, 1),
         }
         if bouncer_admin is None:
             out["connections_per_process"] = round(server / processes, 2)
