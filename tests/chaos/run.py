@@ -449,8 +449,12 @@ def analyse(url: str, expected: int, receiver: Receiver) -> Report:
         jobs = conn.execute(
             "SELECT id, state, idempotency_key FROM durq_jobs WHERE task = 'record'"
         ).fetchall()
+        # A success is stored on its job row (no durq_attempts row unless one was kept).
         attempts = conn.execute(
-            "SELECT job_id, claim_version, outcome FROM durq_attempts"
+            "SELECT job_id, claim_version, outcome FROM durq_attempts UNION ALL "
+            "SELECT j.id, j.claim_version, 'succeeded' FROM durq_jobs j "
+            "WHERE j.state = 'succeeded' AND NOT EXISTS (SELECT 1 FROM durq_attempts a "
+            "WHERE a.job_id = j.id AND a.claim_version = j.claim_version)"
         ).fetchall()
         runs = conn.execute("SELECT job_id, claim_version FROM chaos_runs").fetchall()
         events = conn.execute("SELECT event_id, state FROM durq_outbox").fetchall()

@@ -1,13 +1,17 @@
 """Batched outcome writes keep every rule of a single fenced write: a stale claim_version
-writes nothing and comes back as LeaseLost, each written job gets its attempt record."""
+writes nothing and comes back as LeaseLost, each written job gets its attempt record (a
+success on its job row)."""
 
 from __future__ import annotations
 
 import durq
 from durq import states
 from durq._drivers.base import FinishRequest
+from durq._engine import jobs
 from durq.errors import LeaseLost
 from durq.testing import run_inline
+
+from ..drivers.helpers import PlainSql
 
 
 def test_finish_many_is_fenced_and_records_attempts(app: durq.App) -> None:
@@ -79,3 +83,29 @@ def test_a_result_the_database_cannot_store_fails_the_attempt_with_a_clear_error
     assert after.state == "dead_letter"
     assert after.last_error_code == "result_not_json"
     assert "NUL" in (after.last_error or "")
+
+
+def test_an_unanswered_success_is_read_back_as_written(app: durq.App, db_url: str) -> None:
+    """The completer's re-read after a commit whose answer was lost: a success, stored on
+    its job row only, is found as this holder's write; a claim nobody finished is not."""
+    for n in range(2):
+        app.enqueue("batch.reread", {"n": n})
+    backend = app.driver
+    with backend.transaction() as ex:
+        done, held = backend.job_claim(
+            ex, queue="default", worker_id="w1", limit=2, lease_seconds=30
+        )
+    req = FinishRequest.for_job(done, "w1", states.complete({"ok": 1}), 5)
+    (written,) = backend.finish_batch([req])
+    assert isinstance(written, durq.Finished)
+    sql = PlainSql(db_url)
+    try:
+        assert sql.scalar("SELECT count(*) FROM durq_attempts") == 0
+    finally:
+        sql.close()
+
+    unanswered = FinishRequest.for_job(held, "w1", states.complete(), 5)
+    found = jobs.reread_outcomes(backend, [req, unanswered])
+
+    assert found[0] == durq.Finished(done.id, durq.JobState.SUCCEEDED, done.run_at, None, None)
+    assert isinstance(found[1], LeaseLost) and found[1].job_id == held.id

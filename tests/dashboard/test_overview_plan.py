@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -130,3 +131,71 @@ def test_the_overview_never_scans_finished_jobs(filled_app: durq.App, db_url: st
         assert not full_scans, f"{block} scans durq_jobs, finished jobs included: {reads}"
         indexes = {index for _, index in reads}
         assert indexes <= LIVE_INDEXES, f"{block} reads durq_jobs through {indexes}"
+
+
+# ---- the rollup that keeps the history: recent attempts only, through indexes ----------
+
+#: How the rollup may reach durq_jobs: succeeded jobs by their finish time, others by id.
+ROLLUP_INDEXES = {"durq_jobs_finished_idx", "durq_jobs_pkey"}
+
+
+def _fill_finished(db_url: str) -> None:
+    """A day of succeeded jobs, one a second, newest last, each stored on its job row only
+    (durq_attempts is empty, and its statistics say so), with every 25th dead-lettered."""
+    if db_url.startswith("sqlite:"):
+        insert = (
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?) "
+            "INSERT INTO durq_jobs (queue, task, args, state, attempt, claim_version, worker_id, "
+            "run_at, created_at, updated_at, attempted_at, finished_at, runtime_ms) "
+            "SELECT 'default', 'plan.check', '{}', "
+            "CASE WHEN n % 25 = 0 THEN 'dead_letter' ELSE 'succeeded' END, 1, 1, 'w', "
+            "t, t, t, t, t, 1 FROM (SELECT n, unixepoch() - (? - n) AS t FROM g)"
+        )
+        with sqlite3.connect(path_from_url(db_url)) as conn:
+            conn.execute(insert, (FINISHED_ROWS, FINISHED_ROWS))
+            conn.execute("ANALYZE")
+        return
+    insert = (
+        "INSERT INTO durq_jobs (queue, task, args, state, attempt, claim_version, worker_id, "
+        "run_at, attempted_at, finished_at, runtime_ms) "
+        "SELECT 'default', 'plan.check', '{}', "
+        "CASE WHEN g %% 25 = 0 THEN 'dead_letter' ELSE 'succeeded' END, 1, 1, 'w', t, t, t, 1 "
+        "FROM (SELECT g, now() - (%s - g) * interval '1 second' AS t "
+        "      FROM generate_series(1, %s) AS g) s"
+    )
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(insert, (FINISHED_ROWS, FINISHED_ROWS))
+        conn.execute("VACUUM ANALYZE")
+
+
+def test_the_rollup_reads_succeeded_jobs_through_their_finish_index(db_url: str) -> None:
+    app = durq.App(db_url)
+    app.migrate()
+    _fill_finished(db_url)
+    queries = app.driver.queries
+    params = {"since": time.time() - 120}
+    if db_url.startswith("sqlite:"):
+        with sqlite3.connect(path_from_url(db_url)) as conn:
+            plan = [
+                r[-1]
+                for r in conn.execute("EXPLAIN QUERY PLAN " + queries.named["stats_rollup"], params)
+            ]
+        jobs = [line for line in plan if re.match(r"(SCAN|SEARCH) (j|durq_jobs)\b", line)]
+        assert jobs and all(line.startswith("SEARCH") for line in jobs), plan
+        assert any("durq_jobs_finished_idx" in line for line in jobs), plan
+    else:
+        with psycopg.connect(db_url) as conn:
+            row = conn.execute(
+                "EXPLAIN (FORMAT JSON) " + queries.pyformat["stats_rollup"], params
+            ).fetchone()
+        assert row is not None
+        nodes = list(_nodes(row[0][0]["Plan"]))
+        reads = {
+            (n["Node Type"], n.get("Index Name"))
+            for n in nodes
+            if n.get("Relation Name") == "durq_jobs"
+        }
+        assert not {r for r in reads if r[0] == "Seq Scan"}, reads
+        assert {index for _, index in reads} - {None} <= ROLLUP_INDEXES, reads
+        assert "durq_jobs_finished_idx" in {n.get("Index Name") for n in nodes}, reads
+    app.close()

@@ -12,7 +12,17 @@ from durq._drivers import Driver
 from durq._drivers.rows import JOB_FIELDS
 from durq.types import Artifact, Attempt, Finished, JobState
 
-from .helpers import JobFactory, PlainSql, ago, claim_one, finish, get, insert, set_time
+from .helpers import (
+    JobFactory,
+    PlainSql,
+    ago,
+    claim,
+    claim_one,
+    finish,
+    get,
+    insert,
+    set_time,
+)
 
 
 def test_job_get_of_an_unknown_id_is_none(driver: Driver) -> None:
@@ -202,7 +212,7 @@ def test_attempt_list_has_one_record_per_finished_attempt_in_claim_order(
     insert(driver, new_job(max_attempts=3))
     first = claim_one(driver)
     finish(driver, first, states.retry(0, "Boom", "it broke"), worker="w1", runtime_ms=12)
-    second = claim_one(driver)
+    (second,) = claim(driver, worker="w2", limit=1)
     finish(driver, second, states.complete({"ok": 1}), worker="w2", runtime_ms=None)
     with driver.read() as ex:
         attempts = driver.attempt_list(ex, first.id)
@@ -333,9 +343,9 @@ def test_finished_from_row_decodes_an_outcome(
 def test_attempt_from_row_decodes_an_attempt_record(
     driver: Driver, new_job: JobFactory, sql: PlainSql
 ) -> None:
-    insert(driver, new_job())
-    job = claim_one(driver)
-    finish(driver, job, states.complete(), worker="w9", runtime_ms=33)
+    insert(driver, new_job(max_attempts=3))
+    (job,) = claim(driver, worker="w9", limit=1)
+    finish(driver, job, states.retry(0, "Boom", "it broke"), worker="w9", runtime_ms=33)
     row = sql.one("SELECT * FROM durq_attempts WHERE job_id = :id", id=job.id)
     attempt = driver.attempt_from_row(row)
     with driver.read() as ex:
@@ -348,9 +358,9 @@ def test_attempt_from_row_decodes_an_attempt_record(
         started_at=job.attempted_at,
         finished_at=attempt.finished_at,
         runtime_ms=33,
-        outcome="succeeded",
-        error_code=None,
-        error_message=None,
+        outcome="failed",
+        error_code="Boom",
+        error_message="it broke",
     )
 
 

@@ -303,7 +303,8 @@ class JobQueries(RowCodec):
     def _after_finish(
         self, ex: Executor, job: Job, req: FinishRequest, params: Mapping[str, Any]
     ) -> None:
-        """Dialects that cannot write the attempt record in the finish statement do it here."""
+        """Dialects that cannot write the attempt record in the finish statement do it here
+        (for an outcome but success: a succeeded attempt is stored on the job row)."""
 
     def artifact_insert(self, ex: Executor, job_id: int, artifact: Artifact) -> None:
         params = {
@@ -350,13 +351,19 @@ class JobQueries(RowCodec):
         return self.job_from_row(rows[0]) if rows else None
 
     def job_requeue(self, ex: Executor, job_id: int, from_states: Sequence[str]) -> Job | None:
+        """Back to queued from one of ``from_states``. A succeeded job's attempt, stored on
+        its row, is stored as a record of its own first (same statement or transaction)."""
         params = {
             "id": job_id,
             "from_states": self.list_param(from_states),
             "now": self.now_param(),
         }
+        self._before_requeue(ex, params)
         rows = ex.run("job_requeue", params)
         return self.job_from_row(rows[0]) if rows else None
+
+    def _before_requeue(self, ex: Executor, params: Mapping[str, Any]) -> None:
+        """Dialects whose job_requeue cannot store the succeeded attempt's record do it here."""
 
     # ---- queues ----------------------------------------------------------------------
 

@@ -193,6 +193,8 @@ class KeyQueries(RowCodec):
         claim_version: int,
         report: Sequence[Any],
     ) -> None:
+        """Store a run log with the attempt record of ``claim_version``. A succeeded
+        attempt's record is on the job row: it is stored here, with the log."""
         processed, failed, summary = report
         params = {
             "job_id": job_id,
@@ -201,7 +203,8 @@ class KeyQueries(RowCodec):
             "failed": failed,
             "summary": summary,
         }
-        ex.run("attempt_report", params)
+        if not ex.run("attempt_report_success", params):
+            ex.run("attempt_report", params)
 
     def queue_mark_degraded(self, ex: Executor, name: str) -> float:
         """Note the queue is over a guardrail; seconds it has been so without a break."""

@@ -2,7 +2,8 @@
 attempts succeeded, failed (to retry) or dead-lettered, and the p50/p95 pickup latency.
 
 The leader recomputes whole minutes from the attempt records (an index range on their
-finish time), so a round that runs twice, or a leader that changed, writes the same rows.
+finish time; a success, stored on its job row, through the jobs' ``(state, finished_at)``
+index), so a round that runs twice, or a leader that changed, writes the same rows.
 The dashboard's charts read only the small rollup table.
 """
 

@@ -186,7 +186,9 @@ RETURNING {job_columns}
 
 -- name: job_finish
 -- Fenced: only the owner named by claim_version may write. A pending cancel wins over
--- anything but success. The attempt record is written in the same statement.
+-- anything but success. A succeeded attempt is stored on the job row (runtime_ms beside
+-- the claim's worker_id, attempted_at and claim_version); any other outcome writes its
+-- attempt record in the same statement.
 WITH done AS (
     UPDATE durq_jobs
     SET state = CASE WHEN cancel_requested AND CAST(:to_state AS text) <> 'succeeded'
@@ -203,6 +205,7 @@ WITH done AS (
         last_error_code = CAST(:error_code AS text),
         last_error = CAST(:error_message AS text),
         result = CAST(:result AS jsonb),
+        runtime_ms = CAST(:runtime_ms AS int),
         updated_at = now()
     WHERE id = :id AND claim_version = :claim_version AND state = 'running'
     RETURNING {job_columns}
@@ -214,15 +217,16 @@ WITH done AS (
            attempted_at, now(), CAST(:runtime_ms AS int),
            CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE CAST(:outcome AS text) END,
            CAST(:error_code AS text), CAST(:error_message AS text), CAST(:traceback AS text)
-    FROM done
+    FROM done WHERE state <> 'succeeded'
 )
 SELECT * FROM done
 
 -- name: job_finish_many
 -- Many fenced outcome writes in one statement (the worker's completer batches them).
 -- Each request row names a job and the claim_version it holds; a row whose lease was lost
--- matches nothing and is absent from the result. Same rules as job_finish; the attempt
--- records are written in the same statement. It returns only what the worker reports.
+-- matches nothing and is absent from the result. Same rules as job_finish: a success is
+-- stored on the job row, the other attempt records are written in the same statement. It
+-- returns only what the worker reports.
 -- The request is one JSON array of [id, claim_version, to_state, refund, bump, delay,
 -- error_code, error_message, result, worker_id, runtime_ms, outcome, traceback] rows: one json.dumps
 -- on the client, where twelve typed arrays cost psycopg ~8 µs a job to encode.
@@ -254,6 +258,7 @@ WITH req AS (
         last_error_code = r_error_code,
         last_error = r_error_message,
         result = r_result,
+        runtime_ms = r_runtime_ms,
         updated_at = now()
     FROM req
     WHERE id = r_id AND claim_version = r_version AND state = 'running'
@@ -266,7 +271,7 @@ WITH req AS (
     SELECT id, attempt + r_refund, r_version, r_worker_id, attempted_at, now(), r_runtime_ms,
            CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE r_outcome END,
            last_error_code, last_error, r_traceback
-    FROM done
+    FROM done WHERE state <> 'succeeded'
 )
 SELECT id, state, run_at, last_error_code, last_error FROM done
 
@@ -322,11 +327,31 @@ WHERE id = :id AND state = 'running'
 RETURNING {job_columns}
 
 -- name: job_requeue
+-- A succeeded job's row holds its last attempt, which the reset (and the next claim) would
+-- overwrite: its record is stored first, in the same statement, from the row as locked
+-- (`old`: locked and read before the update; a stored record for that claim wins).
+WITH old AS (
+    SELECT id AS old_id, state AS old_state, attempt AS old_attempt,
+           claim_version AS old_claim_version, worker_id AS old_worker_id,
+           attempted_at AS old_attempted_at, finished_at AS old_finished_at,
+           runtime_ms AS old_runtime_ms
+    FROM durq_jobs
+    WHERE id = :id AND state = ANY(CAST(:from_states AS text[]))
+    FOR UPDATE
+), kept AS (
+    INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                               finished_at, runtime_ms, outcome)
+    SELECT old_id, old_attempt, old_claim_version, old_worker_id, old_attempted_at,
+           old_finished_at, old_runtime_ms, 'succeeded'
+    FROM old WHERE old_state = 'succeeded'
+    ON CONFLICT (job_id, claim_version) DO NOTHING
+)
 UPDATE durq_jobs
 SET state = 'queued', stage = NULL, attempt = 0, run_at = now(), finished_at = NULL,
     last_error_code = NULL, last_error = NULL, result = NULL, lease_expires_at = NULL,
-    cancel_requested = false, worker_id = NULL, updated_at = now()
-WHERE id = :id AND state = ANY(CAST(:from_states AS text[]))
+    cancel_requested = false, worker_id = NULL, runtime_ms = NULL, updated_at = now()
+FROM old
+WHERE id = old_id AND state = ANY(CAST(:from_states AS text[]))
 RETURNING {job_columns}
 
 -- name: queue_ready_ages

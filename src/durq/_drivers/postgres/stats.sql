@@ -1,12 +1,19 @@
 -- Read-only statistics (PostgreSQL).
 
 -- name: pickup_latencies
--- For each job's latest attempt: seconds from when it was due to when a worker took it.
+-- For each job's latest attempt: seconds from when it was due to when a worker took it
+-- (a success stored on its job row included).
 SELECT a.attempt, EXTRACT(EPOCH FROM a.started_at - j.run_at) AS pickup_s
 FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id AND j.claim_version = a.claim_version
+UNION ALL
+SELECT j.attempt, EXTRACT(EPOCH FROM j.attempted_at - j.run_at)
+FROM durq_jobs j WHERE {success_on_row}
 
 -- name: attempt_counts
-SELECT count(*) FILTER (WHERE attempt > 1) AS retries, count(*) AS attempts FROM durq_attempts
+SELECT count(*) FILTER (WHERE attempt > 1) AS retries, count(*) AS attempts
+FROM (SELECT attempt FROM durq_attempts
+      UNION ALL
+      SELECT j.attempt FROM durq_jobs j WHERE {success_on_row}) a
 
 -- ---- the dashboard's history (rolled up by maintenance) ----
 
@@ -36,6 +43,7 @@ GROUP BY queue, state
 -- outcome; a failed attempt that left its job dead-lettered counts as dead_letter), and the
 -- nearest-rank p50/p95 pickup latency (due time to claim) of the attempts whose pickup is
 -- still known (the job's latest attempt, not rescheduled since). Ranks: ceil(q * n).
+-- Successes stored on their job row are found through durq_jobs_finished_idx.
 WITH s AS (
     SELECT j.queue,
            CAST(floor(EXTRACT(EPOCH FROM a.finished_at) / 60) * 60 AS bigint) AS minute,
@@ -47,6 +55,12 @@ WITH s AS (
            END AS pickup_ms
     FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
     WHERE a.finished_at >= to_timestamp(CAST(:since AS float8))
+    UNION ALL
+    SELECT j.queue, CAST(floor(EXTRACT(EPOCH FROM j.finished_at) / 60) * 60 AS bigint),
+           'succeeded', round(1000 * GREATEST(EXTRACT(EPOCH FROM j.attempted_at - j.run_at), 0))
+    FROM durq_jobs j
+    WHERE j.finished_at >= to_timestamp(CAST(:since AS float8))
+      AND {success_on_row}
 ), {stats_rollup_ranked}
 
 -- name: dead_letter_groups

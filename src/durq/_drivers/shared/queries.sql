@@ -29,14 +29,32 @@ SELECT job_id FROM durq_tombstones WHERE job_id = :id
 -- name: tombstone_owner
 SELECT created_by FROM durq_tombstones WHERE job_id = :id
 
+-- name: success_on_row
+-- A job ``j`` whose succeeded attempt is stored on its row only: the finish writes no
+-- durq_attempts row for a success. A row stored for that claim (with a run report, before
+-- a requeue, or before schema 0012) wins, so every read counts an attempt once.
+j.state = 'succeeded'
+AND NOT EXISTS (SELECT 1 FROM durq_attempts s
+                WHERE s.job_id = j.id AND s.claim_version = j.claim_version)
+
 -- name: attempt_list
+-- The stored records, and a succeeded attempt read from the job row as the record it holds.
 SELECT job_id, attempt, claim_version, worker_id, started_at, finished_at, runtime_ms,
        outcome, error_code, error_message, processed, failed, summary, traceback
-FROM durq_attempts WHERE job_id = :job_id ORDER BY claim_version
+FROM durq_attempts WHERE job_id = :job_id
+UNION ALL
+SELECT j.id, j.attempt, j.claim_version, j.worker_id, j.attempted_at, j.finished_at,
+       j.runtime_ms, 'succeeded', NULL, NULL, NULL, NULL, NULL, NULL
+FROM durq_jobs j WHERE j.id = :job_id AND {success_on_row}
+ORDER BY claim_version
 
 -- name: attempt_outcome
--- What the attempt record of one claim says (none: nothing finished that claim yet).
+-- What the attempt record of one claim says (none: nothing finished that claim yet); a
+-- success is on the job row, which still holds that claim (a success never bumps it).
 SELECT outcome FROM durq_attempts WHERE job_id = :job_id AND claim_version = :claim_version
+UNION ALL
+SELECT 'succeeded' FROM durq_jobs j
+WHERE j.id = :job_id AND j.claim_version = :claim_version AND {success_on_row}
 
 -- name: queue_counts
 SELECT queue, state, count(*) AS n FROM durq_jobs GROUP BY queue, state
@@ -57,9 +75,10 @@ DELETE FROM durq_leaders WHERE name = :name AND holder = :holder
 -- ---- from api ----
 
 -- name: metrics_attempts
--- Attempts still stored, by job queue/task and outcome, with the runtime bucketed
--- (upper bounds in milliseconds, matching durq.api.metrics.DURATION_BUCKETS).
-SELECT j.queue, j.task, a.outcome,
+-- Attempts still stored (successes on their job row included), by job queue/task and
+-- outcome, with the runtime bucketed (upper bounds in milliseconds, matching
+-- durq.api.metrics.DURATION_BUCKETS).
+SELECT a.queue, a.task, a.outcome,
        CASE
            WHEN a.runtime_ms IS NULL THEN NULL
            WHEN a.runtime_ms <= 5 THEN 0
@@ -83,8 +102,14 @@ SELECT j.queue, j.task, a.outcome,
        count(*) AS n,
        coalesce(sum(a.runtime_ms), 0) AS runtime_ms,
        sum(CASE WHEN a.attempt > 1 THEN 1 ELSE 0 END) AS retries
-FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
-GROUP BY j.queue, j.task, a.outcome, bucket
+FROM (
+    SELECT j.queue, j.task, r.outcome, r.runtime_ms, r.attempt
+    FROM durq_attempts r JOIN durq_jobs j ON j.id = r.job_id
+    UNION ALL
+    SELECT j.queue, j.task, 'succeeded', j.runtime_ms, j.attempt
+    FROM durq_jobs j WHERE {success_on_row}
+) a
+GROUP BY a.queue, a.task, a.outcome, bucket
 
 -- ---- the dashboard ----
 

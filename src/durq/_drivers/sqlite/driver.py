@@ -276,6 +276,8 @@ class SqliteDriver(Driver):
     def _after_finish(
         self, ex: Executor, job: Job, req: FinishRequest, params: Mapping[str, Any]
     ) -> None:
+        if job.state == "succeeded":
+            return  # stored on the job row
         ex.run(
             "attempt_insert",
             {
@@ -296,13 +298,14 @@ class SqliteDriver(Driver):
     def job_finish_many(
         self, ex: Executor, reqs: Sequence[FinishRequest]
     ) -> list[Finished | LeaseLost]:
-        """All outcomes in two statements (the jobs, then their attempt records); a request
-        whose lease was lost comes back as ``LeaseLost``."""
+        """All outcomes in two statements (the jobs, then the attempt records of those that
+        did not succeed: a success is stored on the job row); a request whose lease was
+        lost comes back as ``LeaseLost``."""
         if not reqs or any(req.artifacts for req in reqs):
             return super().job_finish_many(ex, reqs)
         now = self.now_param()
         batch = [
-            [*finish_row(req), None if result is None else json_param(result)]
+            [*finish_row(req), None if result is None else json_param(result), req.runtime_ms]
             for req in reqs
             for result in (req.change.result,)
         ]
@@ -314,6 +317,9 @@ class SqliteDriver(Driver):
             req = by_id[row["id"]]
             change = req.change
             state = row["state"]
+            written[row["id"]] = self.finished_from_row(row)
+            if state == "succeeded":
+                continue
             attempts.append(
                 [
                     row["id"],
@@ -328,10 +334,12 @@ class SqliteDriver(Driver):
                     req.traceback,
                 ]
             )
-            written[row["id"]] = self.finished_from_row(row)
         if attempts:
             ex.run("attempt_insert_many", {"batch": json_param(attempts), "now": now})
         return [written.get(req.job_id) or LeaseLost(req.job_id, req.claim_version) for req in reqs]
+
+    def _before_requeue(self, ex: Executor, params: Mapping[str, Any]) -> None:
+        ex.run("success_keep", params)
 
     def queue_ready_ages(self, ex: Executor) -> list[tuple[str, int, float, float]]:
         # SQLite has no percentile function: read the nearest-rank row per queue.

@@ -113,6 +113,20 @@ LIMIT :limit
 UPDATE durq_alerts SET acked_at = COALESCE(acked_at, :now) WHERE id = :id
 RETURNING {alert_columns}
 
+-- name: attempt_report_success
+-- The run log of a succeeded attempt, whose facts are on the job row: its record is stored
+-- here, with the log (a stored record wins over the job row's in every read). Nothing
+-- back: the claim did not succeed, and attempt_report updates its stored record.
+INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                           finished_at, runtime_ms, outcome, processed, failed, summary)
+SELECT id, attempt, claim_version, worker_id, attempted_at, finished_at, runtime_ms,
+       'succeeded', :processed, :failed, :summary
+FROM durq_jobs
+WHERE id = :job_id AND claim_version = :claim_version AND state = 'succeeded'
+ON CONFLICT (job_id, claim_version) DO UPDATE
+SET processed = excluded.processed, failed = excluded.failed, summary = excluded.summary
+RETURNING job_id
+
 -- name: attempt_report
 UPDATE durq_attempts SET processed = :processed, failed = :failed, summary = :summary
 WHERE job_id = :job_id AND claim_version = :claim_version

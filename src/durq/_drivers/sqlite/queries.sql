@@ -129,7 +129,9 @@ RETURNING {job_columns}
 
 -- name: job_finish
 -- Fenced: only the owner named by claim_version may write. A pending cancel wins over
--- anything but success.
+-- anything but success. A succeeded attempt is stored on the job row (runtime_ms beside
+-- the claim's worker_id, attempted_at and claim_version); the driver writes the attempt
+-- record of any other outcome in the same transaction.
 UPDATE durq_jobs
 SET state = CASE WHEN cancel_requested AND :to_state <> 'succeeded'
                  THEN 'cancelled' ELSE :to_state END,
@@ -144,6 +146,7 @@ SET state = CASE WHEN cancel_requested AND :to_state <> 'succeeded'
     last_error_code = :error_code,
     last_error = :error_message,
     result = :result,
+    runtime_ms = :runtime_ms,
     updated_at = :now
 WHERE id = :id AND claim_version = :claim_version AND state = 'running'
 RETURNING {job_columns}
@@ -151,8 +154,9 @@ RETURNING {job_columns}
 -- name: job_finish_many
 -- Many fenced outcome writes in one statement (the worker's completer batches them), with
 -- the same rules as job_finish. The request is one JSON array of [id, claim_version,
--- to_state, refund, bump, delay, error_code, error_message, result (JSON text)] rows;
--- a row whose lease was lost matches nothing and is absent from the result.
+-- to_state, refund, bump, delay, error_code, error_message, result (JSON text),
+-- runtime_ms] rows; a row whose lease was lost matches nothing and is absent from the
+-- result.
 UPDATE durq_jobs
 SET state = CASE WHEN cancel_requested AND r_to_state <> 'succeeded'
                  THEN 'cancelled' ELSE r_to_state END,
@@ -167,22 +171,24 @@ SET state = CASE WHEN cancel_requested AND r_to_state <> 'succeeded'
     last_error_code = r_error_code,
     last_error = r_error_message,
     result = r_result,
+    runtime_ms = r_runtime_ms,
     updated_at = :now
 FROM (SELECT json_extract(value, '$[0]') AS r_id, json_extract(value, '$[1]') AS r_claim_version,
              json_extract(value, '$[2]') AS r_to_state, json_extract(value, '$[3]') AS r_refund,
              json_extract(value, '$[4]') AS r_bump, json_extract(value, '$[5]') AS r_delay,
              json_extract(value, '$[6]') AS r_error_code,
              json_extract(value, '$[7]') AS r_error_message,
-             json_extract(value, '$[8]') AS r_result
+             json_extract(value, '$[8]') AS r_result,
+             json_extract(value, '$[9]') AS r_runtime_ms
       FROM json_each(:batch))
 WHERE durq_jobs.id = r_id AND durq_jobs.claim_version = r_claim_version
   AND durq_jobs.state = 'running'
 RETURNING id, state, attempt, run_at, attempted_at, last_error_code, last_error
 
 -- name: attempt_insert_many
--- The attempt records of a job_finish_many, as one JSON array of [job_id, attempt,
--- claim_version, worker_id, started_at, runtime_ms, outcome, error_code, error_message,
--- traceback].
+-- The attempt records of a job_finish_many but its successes (stored on the job row), as
+-- one JSON array of [job_id, attempt, claim_version, worker_id, started_at, runtime_ms,
+-- outcome, error_code, error_message, traceback].
 INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
                            finished_at, runtime_ms, outcome, error_code, error_message,
                            traceback)
@@ -239,11 +245,24 @@ UPDATE durq_jobs SET cancel_requested = 1, updated_at = :now
 WHERE id = :id AND state = 'running'
 RETURNING {job_columns}
 
+-- name: success_keep
+-- Before job_requeue, in its transaction: a succeeded job's row holds its last attempt,
+-- which the reset (and the next claim) would overwrite, so its record is stored first
+-- (a stored record for that claim wins).
+INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
+                           finished_at, runtime_ms, outcome)
+SELECT id, attempt, claim_version, worker_id, attempted_at, finished_at, runtime_ms,
+       'succeeded'
+FROM durq_jobs
+WHERE id = :id AND state = 'succeeded'
+  AND state IN (SELECT value FROM json_each(:from_states))
+ON CONFLICT (job_id, claim_version) DO NOTHING
+
 -- name: job_requeue
 UPDATE durq_jobs
 SET state = 'queued', stage = NULL, attempt = 0, run_at = :now, finished_at = NULL,
     last_error_code = NULL, last_error = NULL, result = NULL, lease_expires_at = NULL,
-    cancel_requested = 0, worker_id = NULL, updated_at = :now
+    cancel_requested = 0, worker_id = NULL, runtime_ms = NULL, updated_at = :now
 WHERE id = :id AND state IN (SELECT value FROM json_each(:from_states))
 RETURNING {job_columns}
 

@@ -1,12 +1,18 @@
 -- Read-only statistics (SQLite).
 
 -- name: pickup_latencies
--- For each job's latest attempt: seconds from when it was due to when a worker took it.
+-- For each job's latest attempt: seconds from when it was due to when a worker took it
+-- (a success stored on its job row included).
 SELECT a.attempt, a.started_at - j.run_at AS pickup_s
 FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id AND j.claim_version = a.claim_version
+UNION ALL
+SELECT j.attempt, j.attempted_at - j.run_at FROM durq_jobs j WHERE {success_on_row}
 
 -- name: attempt_counts
-SELECT sum(attempt > 1) AS retries, count(*) AS attempts FROM durq_attempts
+SELECT sum(attempt > 1) AS retries, count(*) AS attempts
+FROM (SELECT attempt FROM durq_attempts
+      UNION ALL
+      SELECT j.attempt FROM durq_jobs j WHERE {success_on_row})
 
 -- ---- the dashboard's history (rolled up by maintenance) ----
 
@@ -36,6 +42,9 @@ GROUP BY queue, state
 -- outcome; a failed attempt that left its job dead-lettered counts as dead_letter), and the
 -- nearest-rank p50/p95 pickup latency (due time to claim) of the attempts whose pickup is
 -- still known (the job's latest attempt, not rescheduled since). Ranks: ceil(q * n).
+-- Successes stored on their job row are found through durq_jobs_finished_idx. CROSS JOIN
+-- keeps the attempts the outer loop: with statistics of an empty durq_attempts (every job
+-- succeeded) the planner would scan every job and probe for its attempts instead.
 WITH s AS (
     SELECT j.queue,
            CAST(a.finished_at / 60 AS INTEGER) * 60 AS minute,
@@ -45,8 +54,13 @@ WITH s AS (
                      AND j.state IN ('succeeded', 'dead_letter', 'cancelled')
                 THEN CAST(round(1000 * max(a.started_at - j.run_at, 0)) AS INTEGER)
            END AS pickup_ms
-    FROM durq_attempts a JOIN durq_jobs j ON j.id = a.job_id
+    FROM durq_attempts a CROSS JOIN durq_jobs j ON j.id = a.job_id
     WHERE a.finished_at >= :since
+    UNION ALL
+    SELECT j.queue, CAST(j.finished_at / 60 AS INTEGER) * 60, 'succeeded',
+           CAST(round(1000 * max(j.attempted_at - j.run_at, 0)) AS INTEGER)
+    FROM durq_jobs j
+    WHERE j.finished_at >= :since AND {success_on_row}
 ), {stats_rollup_ranked}
 
 -- name: dead_letter_groups
