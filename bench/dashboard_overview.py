@@ -37,22 +37,22 @@ QUEUES = ["default", "mail", "images", "reports"]
 LOAD = """
 INSERT INTO durq_jobs (queue, task, args, state, attempt, claim_version, run_at,
                        created_at, updated_at, attempted_at, finished_at, result,
-                       last_error_code)
+                       last_error_code, worker_id, runtime_ms)
 SELECT (ARRAY['default', 'mail', 'images', 'reports'])[1 + g %% 4], 'bench.task',
        jsonb_build_object('n', g),
        CASE WHEN g %% 20 = 0 THEN 'dead_letter' ELSE 'succeeded' END, 1, 1,
        t, t, t + interval '1 second', t + interval '50 milliseconds', t + interval '1 second',
        CASE WHEN g %% 20 = 0 THEN NULL ELSE '{"ok": true}'::jsonb END,
-       CASE WHEN g %% 20 = 0 THEN 'E_BENCH' END
+       CASE WHEN g %% 20 = 0 THEN 'E_BENCH' END, 'bench-worker', 950
 FROM (SELECT g, now() - (g %% 86400) * interval '1 second' AS t
       FROM generate_series(CAST(%(first)s AS bigint), CAST(%(last)s AS bigint)) AS g) s
 """
+# A succeeded attempt lives on its job row; a failed one has its own record.
 ATTEMPTS = """
 INSERT INTO durq_attempts (job_id, attempt, claim_version, worker_id, started_at,
                            finished_at, runtime_ms, outcome, error_code)
-SELECT id, 1, 1, 'bench-worker', attempted_at, finished_at, 950,
-       CASE WHEN state = 'succeeded' THEN 'succeeded' ELSE 'failed' END, last_error_code
-FROM durq_jobs WHERE id BETWEEN %(first)s AND %(last)s
+SELECT id, 1, 1, 'bench-worker', attempted_at, finished_at, 950, 'failed', last_error_code
+FROM durq_jobs WHERE id BETWEEN %(first)s AND %(last)s AND state = 'dead_letter'
 """
 LIVE = """
 INSERT INTO durq_jobs (queue, task, args, state, run_at, worker_id, attempt, claim_version,
