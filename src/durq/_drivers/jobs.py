@@ -33,8 +33,7 @@ class JobQueries(RowCodec):
         """Insert one job (no idempotency bookkeeping; see ``durq._engine.enqueue``).
         ``notify=False``: send no wake-up with it (where the database has notifications;
         the caller sends one after commit)."""
-        quiet = not notify and self.capabilities.listen_notify
-        row = ex.run("job_insert_quiet" if quiet else "job_insert", self._insert_params(new))[0]
+        row = ex.run("job_insert" if notify else "job_insert_quiet", self._insert_params(new))[0]
         created_at = self.ts_out(row["created_at"]) or epoch()
         return self.job_from_new(
             new, row["id"], self.ts_out(row["run_at"]) or created_at, created_at

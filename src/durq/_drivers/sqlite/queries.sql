@@ -18,6 +18,10 @@ VALUES (:queue, :task, :args, :priority, COALESCE(:run_at, :now + :delay), :max_
         :trace_context, :now, :now, :webhook_url)
 RETURNING id, run_at, created_at
 
+-- name: job_insert_quiet
+-- SQLite has no NOTIFY to leave out (its workers are woken after the commit): the same insert.
+{job_insert}
+
 -- name: job_trace_context
 SELECT id, trace_context FROM durq_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND trace_context IS NOT NULL
