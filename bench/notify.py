@@ -67,11 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
     admin_url = Endpoints().pg_admin_url
-    rounds: dict[str, list[dict[str, Any]]] = {"0": [], str(WINDOW * 1000): []}
+    windows = {"off": 0.0, "default": WINDOW}
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in windows}
     for _ in range(args.runs):
-        for window in (0.0, WINDOW):  # alternating: the machine's drift spreads over both
+        for name, window in windows.items():  # alternating: drift spreads over both
             row = _round(admin_url, args.threads, args.jobs, window)
-            rounds[str(window * 1000)].append(row)
+            rounds[name].append(row)
             print(f"[notify] {json.dumps(row)}", file=sys.stderr, flush=True)
     result = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),

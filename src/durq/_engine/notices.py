@@ -2,7 +2,7 @@
 
 PostgreSQL takes one lock for the whole server when it commits a transaction that sent a
 NOTIFY, so enqueuers that each notify commit one after another (pgbench, 8 clients, 2
-cores: 5,200 single inserts/s without NOTIFY, 1,900 to 2,600 with). Idle workers need a
+cores: 5,200 single inserts/s without NOTIFY, 1,900 to 2,600 with; docs/benchmarks.md). Idle workers need a
 wake-up per burst, not per job. So per queue, the first single enqueue in a window sends
 its NOTIFY in its own statement (the leading edge: an enqueue after a quiet spell wakes
 workers at its commit, as before); the enqueues that follow within ``WINDOW`` send none,
