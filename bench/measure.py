@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -57,6 +59,14 @@ def process_tree(pid: int) -> list[int]:
         tree.append(current)
         todo.extend(_children(current))
     return tree
+
+
+def emit(result: dict[str, Any], output: Path | None) -> None:
+    """Print a harness's result as JSON, and write it to ``output`` too if given."""
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if output:
+        output.write_text(text + "\n")
 
 
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -27,6 +27,7 @@ from durq._engine.notices import WINDOW, Notices
 
 from . import pgdb
 from .config import Endpoints
+from .measure import emit
 
 
 def _round(admin_url: str, threads: int, jobs: int, window: float) -> dict[str, Any]:
@@ -86,10 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "rounds": rounds,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.output:
-        args.output.write_text(text + "\n")
+    emit(result, args.output)
     return 0
 
 

@@ -13,7 +13,6 @@ drain and the median jobs/s per setting (and writes it with ``-o``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -25,6 +24,7 @@ from typing import Any
 
 from .config import Endpoints
 from .durq_subject import CONCURRENCY, DurqPostgres
+from .measure import emit
 from .scaling import HARNESS, drain
 from .subject import Context
 
@@ -74,10 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "drains": {str(n): rows for n, rows in drains.items()},
     }
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
-    if args.output:
-        args.output.write_text(text + "\n")
+    emit(result, args.output)
     return 0
 
 

@@ -35,7 +35,7 @@ from . import pgdb
 from .bouncer import interrupt, pgbouncer, pools, shielded, through
 from .config import Endpoints, Sizes
 from .durq_subject import APP_SPEC, CONCURRENCY, DurqPostgres
-from .measure import Worker, cpu_seconds, postgres_cpu_seconds, python, wait_until
+from .measure import Worker, cpu_seconds, emit, postgres_cpu_seconds, python, wait_until
 from .subject import Context
 from .workloads import w5_steady
 
@@ -353,10 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             result["w5"] = steady(ctx, args.rate, args.seconds, args.sample_every)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
-    if args.output:
-        args.output.write_text(text + "\n")
+    emit(result, args.output)
     return 0
 
 
