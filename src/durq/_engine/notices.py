@@ -2,12 +2,12 @@
 
 PostgreSQL takes one lock for the whole server when it commits a transaction that sent a
 NOTIFY, so enqueuers that each notify commit one after another (pgbench, 8 clients, 2
-cores: 5,200 single inserts/s without NOTIFY, 1,900 to 2,600 with; docs/benchmarks.md). Idle workers need a
-wake-up per burst, not per job. So per queue, the first single enqueue in a window sends
-its NOTIFY in its own statement (the leading edge: an enqueue after a quiet spell wakes
-workers at its commit, as before); the enqueues that follow within ``WINDOW`` send none,
-and once the window is over one NOTIFY goes out for all of them (the trailing edge), sent
-after their commits, so no job waits for a worker's poll.
+cores: 5,200 single inserts/s without NOTIFY, 1,900 to 2,600 with; docs/benchmarks.md).
+Idle workers need a wake-up per burst, not per job. So per queue, the first single
+enqueue in a window sends its NOTIFY in its own statement (the leading edge: an enqueue
+after a quiet spell wakes workers at its commit, as before); the enqueues that follow
+within ``WINDOW`` send none, and once the window is over one NOTIFY goes out for all of
+them (the trailing edge), sent after their commits, so no job waits for a worker's poll.
 
 A trailing NOTIFY that cannot be sent (the database is away) is logged; the workers'
 polling still finds the jobs.
@@ -65,7 +65,8 @@ class Notices:
             if not self._owed:
                 self._due = self._last.get(queue, time.monotonic()) + self.window
             self._owed.add(queue)
-            if self._thread is None:
+            # None yet, or gone (this process was forked from the one that started it).
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="durq-notices", daemon=True)
                 self._thread.start()
             self._cond.notify()
