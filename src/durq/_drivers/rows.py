@@ -11,13 +11,24 @@ from typing import Any
 from ..types import Artifact, Attempt, Finished, Job, JobState, WorkerInfo
 from .base import DriverCore, FinishRequest, NewJob
 
-__all__ = ["JOB_FIELDS", "RowCodec", "epoch", "finish_row", "json_in", "json_param"]
+__all__ = ["JOB_FIELDS", "RowCodec", "epoch", "finish_row", "json_in", "json_param", "new_job"]
 
 #: ``Job``'s fields, in the order of every dialect's ``{job_columns}`` block.
 JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Job))
 #: A batch of requests as one JSON parameter (the worker's batched writes, both dialects).
 json_param = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _STATES: dict[str, JobState] = {str(state): state for state in JobState}
+#: ``Job``'s slots, in field order. Setting them directly skips the frozen dataclass's
+#: ``__init__``, an ``object.__setattr__`` per field: 40 % of a claimed Job's cost.
+_JOB_SLOTS = tuple(getattr(Job, name).__set__ for name in JOB_FIELDS)
+
+
+def new_job(values: Sequence[Any]) -> Job:
+    """``Job(*values)``, faster: ``values`` in field order, already decoded."""
+    job = object.__new__(Job)
+    for set_slot, value in zip(_JOB_SLOTS, values, strict=True):
+        set_slot(job, value)
+    return job
 
 
 def finish_row(req: FinishRequest) -> list[Any]:
@@ -80,34 +91,36 @@ class RowCodec(DriverCore):
         On the claim path for every job: positional, and no conversions the drivers already
         made (integers come back as int from every driver durq speaks)."""
         ts = self.ts_out
-        return Job(
-            v[0],
-            v[1],
-            v[2],
-            json_in(v[3]) or {},
-            _STATES[v[4]],
-            v[5],
-            v[6],
-            v[7],
-            v[8],
-            v[9],
-            v[10],
-            ts(v[11]) or epoch(),
-            ts(v[12]) or epoch(),
-            ts(v[13]) or epoch(),
-            ts(v[14]),
-            ts(v[15]),
-            ts(v[16]),
-            ts(v[17]),
-            v[18],
-            v[19],
-            json_in(v[20]),
-            policy_in(v[21]),
-            bool(v[22]),
-            v[23],
-            v[24],
-            v[25],
-            v[26],
+        return new_job(
+            (
+                v[0],
+                v[1],
+                v[2],
+                json_in(v[3]) or {},
+                _STATES[v[4]],
+                v[5],
+                v[6],
+                v[7],
+                v[8],
+                v[9],
+                v[10],
+                ts(v[11]) or epoch(),
+                ts(v[12]) or epoch(),
+                ts(v[13]) or epoch(),
+                ts(v[14]),
+                ts(v[15]),
+                ts(v[16]),
+                ts(v[17]),
+                v[18],
+                v[19],
+                json_in(v[20]),
+                policy_in(v[21]),
+                bool(v[22]),
+                v[23],
+                v[24],
+                v[25],
+                v[26],
+            )
         )
 
     def job_from_new(
