@@ -9,6 +9,12 @@ from typing import Any
 
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+
+# Imported here, while this process has one thread: schemathesis imports it lazily while the
+# test's worker and server threads run, and CPython 3.11.7's AST state is shared between
+# threads ("AST constructor recursion depth mismatch" when another thread parses at the
+# same moment; fixed in 3.11.8).
+from hypothesis.strategies._internal import random as _hypothesis_random  # noqa: F401
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
