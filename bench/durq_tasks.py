@@ -10,6 +10,11 @@ import durq
 
 from . import sink
 
+if os.environ.get("DURQ_BENCH_TIMELINE"):  # bench.loop_stall: record the loop's idle time
+    from .timeline import install
+
+    install(os.environ["DURQ_BENCH_TIMELINE"])
+
 app = durq.App()  # DURQ_DATABASE_URL names the benchmark database
 WAIT_S = float(os.environ.get("DURQ_BENCH_TASK_MS", "0")) / 1000
 

@@ -149,6 +149,8 @@ def test_a_worker_runs_each_job_in_its_enqueue_trace(db_url: str, spans: Recorde
     with running_worker(app, concurrency=4, poll_interval=0.05) as worker:
         wait_until(lambda: len(spans.named("durq.finish")) == len(jobs), what="6 finish spans")
         worker_id = worker.worker_id
+        # Traced claims read the trace contexts on a pooled connection, in a thread.
+        assert worker.producer is not None and worker.producer.loop_claims == 0
     for job in jobs:
         assert_one_trace(
             spans, job, caller, "dead_letter" if job.task == "explode" else "succeeded"

@@ -24,5 +24,5 @@ def test_without_pgbouncer_workers_listen() -> None:
 
 def test_the_driver_opens_connections_that_never_prepare() -> None:
     driver = PostgresDriver(URL, pgbouncer=True)
-    assert driver._connect_kwargs == {"prepare_threshold": None}
-    assert PostgresDriver(URL)._connect_kwargs == {}
+    assert driver.connect_kwargs == {"prepare_threshold": None}
+    assert PostgresDriver(URL).connect_kwargs == {}

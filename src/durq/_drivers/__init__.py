@@ -9,13 +9,14 @@ driver is chosen.
 from __future__ import annotations
 
 from .api import ApiKey, AttemptBucket, JobArgCount
-from .base import Capabilities, FinishRequest, NewJob
+from .base import AsyncClaims, Capabilities, FinishRequest, NewJob
 from .driver import Driver
 from .outbox import DeliveryWrite
 from .sql import Executor
 
 __all__ = [
     "ApiKey",
+    "AsyncClaims",
     "AttemptBucket",
     "Capabilities",
     "DeliveryWrite",

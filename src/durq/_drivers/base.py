@@ -22,7 +22,7 @@ from ..keys import Limit
 from ..types import Artifact, Job
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
-__all__ = ["Capabilities", "DriverCore", "FinishRequest", "Listener", "NewJob"]
+__all__ = ["AsyncClaims", "Capabilities", "DriverCore", "FinishRequest", "Listener", "NewJob"]
 
 T = TypeVar("T")
 
@@ -40,6 +40,19 @@ class Listener(Protocol):
     def close(self) -> None: ...
 
 
+class AsyncClaims(Protocol):
+    """A connection of its own for claims awaited on the worker's event loop
+    (``capabilities.async_claims``): each claim one statement that commits by itself."""
+
+    async def job_claim(
+        self, *, queue: str, worker_id: str, limit: int, lease_seconds: float
+    ) -> list[Job]:
+        """What ``job_claim`` claims, in the same order."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What the database offers beyond plain SQL; the code reads these, never the class."""
@@ -52,6 +65,9 @@ class Capabilities:
     #: ``write_together`` shares one commit among concurrent writers (one writer at a
     #: time, each commit waiting for the disk: SQLite).
     group_commit: bool = False
+    #: ``async_claims`` gives a connection whose claims are awaited on an event loop: the
+    #: claim's round trip and commit overlap the jobs the loop runs meanwhile.
+    async_claims: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +231,11 @@ class DriverCore(ABC):
     def listen(self) -> Listener:
         """A dedicated connection listening for job notifications."""
         raise NotImplementedError(f"{self.dialect} has no notifications; workers poll")
+
+    async def async_claims(self) -> AsyncClaims:
+        """A connection for claims on the caller's event loop (``capabilities.async_claims``).
+        Raises ``DatabaseUnavailable`` when the database cannot be reached."""
+        raise NotImplementedError(f"{self.dialect} has no event-loop claims; claim in a thread")
 
     def wake_listeners(self, queues: Iterable[str]) -> int:
         """After a commit that made jobs ready in ``queues``: wake listeners in other

@@ -199,14 +199,24 @@ class JobQueries(RowCodec):
         self, ex: Executor, *, queue: str, worker_id: str, limit: int, lease_seconds: float
     ) -> list[Job]:
         """Claim up to ``limit`` ready jobs of one queue: priority, run_at, id order."""
-        params = {
+        params = self._claim_params(queue, worker_id, limit, lease_seconds)
+        return self._claimed_jobs(ex.values("job_claim", params))
+
+    def _claim_params(
+        self, queue: str, worker_id: str, limit: int, lease_seconds: float
+    ) -> dict[str, Any]:
+        """The parameters of ``job_claim`` (threaded and event-loop claims alike)."""
+        return {
             "queue": queue,
             "worker_id": worker_id,
             "limit": limit,
             "lease_seconds": lease_seconds,
             "now": self.now_param(),
         }
-        jobs = list(map(self.job_from_values, ex.values("job_claim", params)))
+
+    def _claimed_jobs(self, rows: Sequence[Sequence[Any]]) -> list[Job]:
+        """The ``Job`` of each row ``job_claim`` returned, in claim order."""
+        jobs = list(map(self.job_from_values, rows))
         # RETURNING comes back in the order the UPDATE visited the rows, not the pick order.
         jobs.sort(key=claim_order)
         return jobs

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .. import _tracing
-from .._drivers import Driver, Executor
+from .._drivers import AsyncClaims, Driver, Executor
 from .._drivers.jobs import claim_order
 from .._engine.outage import Outage
 from ..types import Job
@@ -86,6 +86,11 @@ class Producer:
         #: ``{job_id: traceparent}`` of the last claim's traced jobs (tracing only).
         self.trace_contexts: dict[int, str] = {}
         self.outage = Outage("claims", driver, log)
+        #: Claims awaited on this loop (PostgreSQL): opened at the first claim, dropped
+        #: after any error so a broken connection is never used again.
+        self._claims_conn: AsyncClaims | None = None
+        #: Claims that went through the event-loop connection (tests, stats).
+        self.loop_claims = 0
 
     # ---- wake-ups (event loop thread) ---------------------------------------------------
 
@@ -109,6 +114,12 @@ class Producer:
     # ---- the loop ----------------------------------------------------------------------
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            await self._drop_claims_conn()
+
+    async def _run(self) -> None:
         reason = "start"
         while not self._stopping:
             want = self._room()
@@ -120,7 +131,7 @@ class Producer:
                 continue
             self._wake_reason = None  # wake-ups from now on may mean new work
             try:
-                jobs: list[Job] = await self.db(self._claim, want)
+                jobs: list[Job] = await self._claim_now(want)
             except Exception as exc:  # the database is away: back off (<= 1 s), never crash
                 await self._sleep(self.outage.failed(exc, "claim"))
                 continue
@@ -142,6 +153,49 @@ class Producer:
             room = min(room, self.budget)
         return room
 
+    async def _claim_now(self, limit: int) -> list[Job]:
+        # Traced claims read the jobs' trace contexts on a pooled connection: threaded.
+        if self.driver.capabilities.async_claims and not _tracing.active():
+            return await self._claim_on_loop(limit)
+        return await self.db(self._claim, limit)  # type: ignore[no-any-return]
+
+    async def _claim_on_loop(self, limit: int) -> list[Job]:
+        """The claim on this event loop: sent at once, its round trip and commit overlapping
+        the jobs the loop runs meanwhile (a thread would first wait for the GIL)."""
+        try:
+            if self._claims_conn is None:
+                self._claims_conn = await self.driver.async_claims()
+            claimed: list[Job] = []
+            for queue in self._next_order():
+                claimed += await self._claims_conn.job_claim(
+                    queue=queue,
+                    worker_id=self.worker_id,
+                    limit=limit - len(claimed),
+                    lease_seconds=self.lease_seconds,
+                )
+                if len(claimed) >= limit:
+                    break
+        except BaseException:
+            await self._drop_claims_conn()
+            raise
+        self.loop_claims += 1
+        if len(self.queues) > 1:
+            claimed.sort(key=claim_order)
+        return claimed
+
+    async def _drop_claims_conn(self) -> None:
+        conn, self._claims_conn = self._claims_conn, None
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:  # closing a broken connection: nothing more to release
+                log.debug("closing the claims connection failed", exc_info=True)
+
+    def _next_order(self) -> list[str]:
+        """The queues in the order this claim asks them; the first rotates per claim."""
+        self._turn = (self._turn + 1) % len(self.queues)
+        return self.queues[self._turn :] + self.queues[: self._turn]
+
     def _claim(self, limit: int) -> list[Job]:
         """Up to ``limit`` jobs, one claim statement per queue. Queues are independent (as
         in Oban and River): each is read in priority, run_at, id order, and the queue asked
@@ -156,8 +210,7 @@ class Producer:
             return self._claim_in(ex, limit)
 
     def _claim_in(self, ex: Executor, limit: int) -> list[Job]:
-        self._turn = (self._turn + 1) % len(self.queues)
-        order = self.queues[self._turn :] + self.queues[: self._turn]
+        order = self._next_order()
         claimed: list[Job] = []
         started = _tracing.now_ns()
         for queue in order:

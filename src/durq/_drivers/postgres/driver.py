@@ -18,7 +18,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
 from ...types import Finished, Job
-from ..base import Capabilities, FinishRequest, NewJob
+from ..base import AsyncClaims, Capabilities, FinishRequest, NewJob
 from ..driver import Driver
 from ..rows import finish_row, json_param
 from ..sql import Executor, Queries, migrations_in
@@ -82,7 +82,7 @@ def conninfo_from_url(url: str) -> str:
 
 class PostgresDriver(Driver):
     dialect = "postgresql"
-    capabilities = Capabilities(listen_notify=True)
+    capabilities = Capabilities(listen_notify=True, async_claims=True)
     folder = Path(__file__).parent
 
     def __init__(
@@ -93,7 +93,7 @@ class PostgresDriver(Driver):
         #: Behind PgBouncer in transaction mode a prepared statement lives on one server
         #: connection and the next transaction may get another: prepare nothing.
         self.pgbouncer = pgbouncer
-        self._connect_kwargs: dict[str, Any] = {"prepare_threshold": None} if pgbouncer else {}
+        self.connect_kwargs: dict[str, Any] = {"prepare_threshold": None} if pgbouncer else {}
         self.min_size = min_size
         self.max_size = max(max_size, min_size, 1)
         self._pool: ConnectionPool | None = None
@@ -105,7 +105,7 @@ class PostgresDriver(Driver):
         """A dedicated connection (LISTEN, benchmarks). Raises ``DatabaseUnavailable``."""
         try:
             return psycopg.connect(
-                self.conninfo, autocommit=autocommit, connect_timeout=10, **self._connect_kwargs
+                self.conninfo, autocommit=autocommit, connect_timeout=10, **self.connect_kwargs
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
@@ -144,7 +144,7 @@ class PostgresDriver(Driver):
                         # A connection the server dropped (a restart, a killed backend)
                         # is found on checkout and replaced, never handed out again.
                         check=ConnectionPool.check_connection,
-                        kwargs=self._connect_kwargs,
+                        kwargs=self.connect_kwargs,
                     )
         return self._pool
 
@@ -165,6 +165,9 @@ class PostgresDriver(Driver):
             finally:
                 if not conn.closed:
                     conn.autocommit = False
+
+    async def async_claims(self) -> AsyncClaims:
+        return await _AsyncClaims.connect(self)
 
     def foreign(self, connection: Any) -> Executor:
         module = type(connection).__module__
@@ -364,6 +367,49 @@ class PgListener:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class _AsyncClaims:
+    """Claims awaited on the worker's event loop, on an autocommit connection of their own.
+
+    A claim in a thread waits for the GIL to send and again to decode, while the loop runs
+    the last batch's jobs, so it leaves only once the loop goes idle; on the loop it is sent
+    at once, and its round trip and commit overlap those jobs."""
+
+    def __init__(self, driver: PostgresDriver, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._driver = driver
+        self._conn = conn
+        self._sql = driver.queries.pyformat["job_claim"]
+        # Behind PgBouncer in transaction mode nothing is prepared (see PostgresDriver).
+        self._prepare: dict[str, Any] = {"prepare": False} if driver.pgbouncer else {}
+
+    @classmethod
+    async def connect(cls, driver: PostgresDriver) -> _AsyncClaims:
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                driver.conninfo, autocommit=True, connect_timeout=10, **driver.connect_kwargs
+            )
+            # Timestamps in UTC, as on the pool's connections (ts_out converts otherwise).
+            await conn.execute("SET TIME ZONE 'UTC'")
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailable(
+                f"cannot connect to {redact_url(driver.url)}: {str(exc).strip()}. "
+                "Is PostgreSQL running and DURQ_DATABASE_URL right?"
+            ) from exc
+        return cls(driver, conn)
+
+    async def job_claim(
+        self, *, queue: str, worker_id: str, limit: int, lease_seconds: float
+    ) -> list[Job]:
+        params = self._driver._claim_params(queue, worker_id, limit, lease_seconds)
+        with _translated(self._driver.url):
+            async with self._conn.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(self._sql, params, **self._prepare)
+                rows = await cur.fetchall()
+        return self._driver._claimed_jobs(rows)
+
+    async def close(self) -> None:
+        await self._conn.close()
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

@@ -1,0 +1,87 @@
+"""Where the worker's claims run: on PostgreSQL on its event loop, over a connection of their
+own (a lost one is replaced, never used again); on SQLite, and with tracing on (a claim
+span reads the jobs' trace contexts: tests/otel), in its database threads."""
+
+from __future__ import annotations
+
+import psycopg
+
+import durq
+from durq._drivers.postgres.driver import conninfo_from_url
+from durq._worker.runner import Worker
+
+from .support import running_worker, wait_until
+
+
+def _app(url: str) -> durq.App:
+    app = durq.App(url)
+
+    @app.task
+    async def noop(n: int = 0) -> int:
+        return n
+
+    return app
+
+
+def _all_succeeded(app: durq.App, jobs: list[durq.Job]) -> bool:
+    return all(app.get_job(j.id).state == "succeeded" for j in jobs)
+
+
+def _terminate_others(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+    """Ends every other session on this database (the worker's pool, listener and claims
+    connection); how many."""
+    rows = conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchall()
+    return len(rows)
+
+
+def _loop_claims(worker: Worker) -> int:
+    assert worker.producer is not None
+    return worker.producer.loop_claims
+
+
+def test_a_worker_on_postgres_claims_on_its_event_loop(pg_url: str) -> None:
+    app = _app(pg_url)
+    try:
+        jobs = [app.enqueue("noop", {"n": i}) for i in range(40)]
+        with running_worker(app, concurrency=8) as worker:
+            wait_until(lambda: _all_succeeded(app, jobs), what="the jobs to run")
+            assert _loop_claims(worker) >= 5  # 40 jobs, at most 8 + prefetch per claim
+    finally:
+        app.close()
+
+
+def test_a_lost_claims_connection_is_replaced_and_the_jobs_still_run(pg_url: str) -> None:
+    app = _app(pg_url)
+    try:
+        with (
+            psycopg.connect(conninfo_from_url(pg_url), autocommit=True) as admin,
+            running_worker(app, concurrency=4) as worker,
+        ):
+            first = app.enqueue("noop", {"n": 0})
+            wait_until(lambda: _all_succeeded(app, [first]), what="the first job to run")
+            before = _loop_claims(worker)
+            assert before >= 1 and _terminate_others(admin) >= 1
+            later = _app(pg_url)  # a client of its own: this App's pool was cut off too
+            try:
+                jobs = [later.enqueue("noop", {"n": i}) for i in range(1, 30)]
+                wait_until(lambda: _all_succeeded(later, jobs), what="the jobs after the loss")
+            finally:
+                later.close()
+            assert _loop_claims(worker) > before
+    finally:
+        app.close()
+
+
+def test_a_worker_on_sqlite_claims_in_its_database_threads(sqlite_url: str) -> None:
+    app = _app(sqlite_url)
+    try:
+        jobs = [app.enqueue("noop", {"n": i}) for i in range(10)]
+        with running_worker(app, concurrency=4) as worker:
+            wait_until(lambda: _all_succeeded(app, jobs), what="the jobs to run")
+            assert worker.producer is not None and worker.producer.claimed == 10
+            assert _loop_claims(worker) == 0
+    finally:
+        app.close()
