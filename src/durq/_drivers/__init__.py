@@ -9,14 +9,13 @@ driver is chosen.
 from __future__ import annotations
 
 from .api import ApiKey, AttemptBucket, JobArgCount
-from .base import AsyncClaims, Capabilities, FinishRequest, NewJob
+from .base import Capabilities, FinishRequest, LoopConnection, NewJob
 from .driver import Driver
 from .outbox import DeliveryWrite
 from .sql import Executor
 
 __all__ = [
     "ApiKey",
-    "AsyncClaims",
     "AttemptBucket",
     "Capabilities",
     "DeliveryWrite",
@@ -24,6 +23,7 @@ __all__ = [
     "Executor",
     "FinishRequest",
     "JobArgCount",
+    "LoopConnection",
     "NewJob",
     "open_driver",
 ]

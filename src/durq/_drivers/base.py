@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from .. import states
-from ..errors import DatabaseUnavailable
+from ..errors import DatabaseUnavailable, LeaseLost
 from ..keys import Limit
-from ..types import Artifact, Job
+from ..types import Artifact, Finished, Job
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
-__all__ = ["AsyncClaims", "Capabilities", "DriverCore", "FinishRequest", "Listener", "NewJob"]
+__all__ = ["Capabilities", "DriverCore", "FinishRequest", "Listener", "LoopConnection", "NewJob"]
 
 T = TypeVar("T")
 
@@ -40,14 +40,19 @@ class Listener(Protocol):
     def close(self) -> None: ...
 
 
-class AsyncClaims(Protocol):
-    """A connection of its own for claims awaited on the worker's event loop
-    (``capabilities.async_claims``): each claim one statement that commits by itself."""
+class LoopConnection(Protocol):
+    """A connection of its own whose statements are awaited on an asyncio event loop
+    (``capabilities.loop_connections``): the worker's claims and plain outcome writes,
+    each one statement that commits by itself."""
 
     async def job_claim(
         self, *, queue: str, worker_id: str, limit: int, lease_seconds: float
     ) -> list[Job]:
-        """What ``job_claim`` claims, in the same order."""
+        """What the driver's ``job_claim`` claims, in the same order."""
+        ...
+
+    async def job_finish_many(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
+        """What the driver's ``job_finish_many`` writes, for requests without artifacts."""
         ...
 
     async def close(self) -> None: ...
@@ -65,9 +70,9 @@ class Capabilities:
     #: ``write_together`` shares one commit among concurrent writers (one writer at a
     #: time, each commit waiting for the disk: SQLite).
     group_commit: bool = False
-    #: ``async_claims`` gives a connection whose claims are awaited on an event loop: the
-    #: claim's round trip and commit overlap the jobs the loop runs meanwhile.
-    async_claims: bool = False
+    #: ``loop_connection`` gives a connection awaited on an event loop: a worker's claims
+    #: and outcome writes are sent at once and their round trips overlap the jobs it runs.
+    loop_connections: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,10 +237,12 @@ class DriverCore(ABC):
         """A dedicated connection listening for job notifications."""
         raise NotImplementedError(f"{self.dialect} has no notifications; workers poll")
 
-    async def async_claims(self) -> AsyncClaims:
-        """A connection for claims on the caller's event loop (``capabilities.async_claims``).
+    async def loop_connection(self) -> LoopConnection:
+        """A connection awaited on the caller's event loop (``capabilities.loop_connections``).
         Raises ``DatabaseUnavailable`` when the database cannot be reached."""
-        raise NotImplementedError(f"{self.dialect} has no event-loop claims; claim in a thread")
+        raise NotImplementedError(
+            f"{self.dialect} has no event-loop connections; run its statements in a thread"
+        )
 
     def wake_listeners(self, queues: Iterable[str]) -> int:
         """After a commit that made jobs ready in ``queues``: wake listeners in other

@@ -32,6 +32,7 @@ __all__ = [
     "enter",
     "finish",
     "finish_batch",
+    "needs_rules",
     "reset_breaker",
 ]
 
@@ -62,7 +63,8 @@ def enter(driver: Driver, ex: Executor, new: NewJob) -> NewJob:
     return new
 
 
-def _needs_rules(req: FinishRequest) -> bool:
+def needs_rules(req: FinishRequest) -> bool:
+    """The outcome moves a breaker, a limit slot or an alert: written with those rules."""
     return bool(
         req.breaker_key
         or req.concurrency_key
@@ -79,7 +81,7 @@ def _only_breakers_healthy(driver: Driver, reqs: Sequence[FinishRequest]) -> boo
     keys: set[str] = set()
     for req in reqs:
         if req.concurrency_key or req.report or req.change.to_state != JobState.SUCCEEDED:
-            if _needs_rules(req):
+            if needs_rules(req):
                 return False
             continue
         if req.breaker_key:
@@ -92,7 +94,7 @@ def _only_breakers_healthy(driver: Driver, reqs: Sequence[FinishRequest]) -> boo
 def finish_batch(driver: Driver, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
     """The worker's batched write. Without keys, reports or dead letters it is the driver's
     plain batch; otherwise the rules run in the same transaction."""
-    if not any(_needs_rules(req) for req in reqs) or _only_breakers_healthy(driver, reqs):
+    if not any(needs_rules(req) for req in reqs) or _only_breakers_healthy(driver, reqs):
         return driver.finish_batch(reqs)
     with driver.transaction() as ex:
         locked = _lock_breakers(driver, ex, reqs)
@@ -108,7 +110,7 @@ def finish(driver: Driver, ex: Executor, req: FinishRequest) -> Job:
     job = driver.job_finish(ex, req)
     if job is None:
         raise LeaseLost(req.job_id, req.claim_version)
-    if _needs_rules(req):
+    if needs_rules(req):
         settle(driver, ex, [req], [Finished.of(job)], locked)
     return job
 

@@ -1,6 +1,7 @@
 """The completer: fenced outcome writes, batched, with a failure policy.
 
-One completer writes job outcomes (``driver.finish_batch``); the delivery service builds
+One completer writes job outcomes (``driver.finish_batch``; on PostgreSQL a batch of plain
+outcomes is awaited on the event loop instead, see loopconns); the delivery service builds
 another over delivery outcomes (``driver.finish_deliveries``): the same batching and the
 same failure policy for everything a lease holder writes.
 
@@ -80,6 +81,7 @@ class Completer(Generic[E, R]):
         fallback: Callable[[R, str], R] | None = None,
         describe: Callable[[R], str] | None = None,
         recheck: Callable[[Sequence[tuple[E, R]]], Sequence[Any]] | None = None,
+        write_on_loop: Callable[[Sequence[R]], Awaitable[Sequence[Any] | None]] | None = None,
         component: str = "outcome writes",
     ) -> None:
         self.driver = driver
@@ -94,6 +96,10 @@ class Completer(Generic[E, R]):
         self.recheck: Callable[[Sequence[tuple[E, R]]], Sequence[Any]] = recheck or partial(
             _reread_jobs, driver
         )
+        #: Writes a batch on the event loop, or answers None to leave it to ``write_batch``
+        #: in a db thread (see loopconns).
+        self.write_on_loop = write_on_loop
+        self.loop_writes = 0  # batches written on the event loop
         self.outage = Outage(component, driver, log)
         #: Writes whose commit went unanswered and that were found written on re-reading.
         self.found_written = 0
@@ -182,7 +188,7 @@ class Completer(Generic[E, R]):
         unanswered = False  # a try failed in flight: it may have committed
         while True:
             try:
-                results = list(await self.db(self.write_batch, reqs))
+                results = await self._write_once(reqs)
             except Exception as exc:
                 if self._giving_up:
                     return [None] * len(reqs)
@@ -195,6 +201,14 @@ class Completer(Generic[E, R]):
             if unanswered:
                 return await self._reread_lost(batch, results)
             return results
+
+    async def _write_once(self, reqs: list[R]) -> list[Any]:
+        if self.write_on_loop is not None:
+            written = await self.write_on_loop(reqs)
+            if written is not None:
+                self.loop_writes += 1
+                return list(written)
+        return list(await self.db(self.write_batch, reqs))
 
     async def _reread_lost(self, batch: Sequence[tuple[E, R]], results: list[Any]) -> list[Any]:
         """Replace each ``LeaseLost`` of a retried write by what the first try left."""

@@ -4,7 +4,8 @@ It claims as soon as there is room and work; when a claim comes back short (no m
 jobs), it sleeps until the first of: a wake-up from the notifier (``notify`` on PostgreSQL,
 ``local`` in-process), the next scheduled job coming due (``due``), or the poll timer
 (``poll``). Each claim is recorded with the reason the producer woke, so tests and
-operators can see which path delivered a job.
+operators can see which path delivered a job. On PostgreSQL the claim is awaited on the
+event loop (see loopconns); on SQLite, and with tracing on, it runs in a db thread.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .. import _tracing
-from .._drivers import AsyncClaims, Driver, Executor
+from .._drivers import Driver, Executor
 from .._drivers.jobs import claim_order
 from .._engine.outage import Outage
 from ..types import Job
 from .inflight import InFlightJobs, Pulse
+from .loopconns import LoopConnections
 
 __all__ = ["ClaimRecord", "Producer"]
 
@@ -60,6 +62,7 @@ class Producer:
         lease_seconds: float,
         budget: int | None = None,
         once: bool = False,
+        loop_conns: LoopConnections | None = None,
     ) -> None:
         self.driver = driver
         self.queues = list(dict.fromkeys(queues))
@@ -86,10 +89,9 @@ class Producer:
         #: ``{job_id: traceparent}`` of the last claim's traced jobs (tracing only).
         self.trace_contexts: dict[int, str] = {}
         self.outage = Outage("claims", driver, log)
-        #: Claims awaited on this loop (PostgreSQL): opened at the first claim, dropped
-        #: after any error so a broken connection is never used again.
-        self._claims_conn: AsyncClaims | None = None
-        #: Claims that went through the event-loop connection (tests, stats).
+        #: Claims awaited on this loop (PostgreSQL); None: claims run in the db threads.
+        self.loop_conns = loop_conns
+        #: Claims that went through an event-loop connection (tests, stats).
         self.loop_claims = 0
 
     # ---- wake-ups (event loop thread) ---------------------------------------------------
@@ -114,12 +116,6 @@ class Producer:
     # ---- the loop ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        try:
-            await self._run()
-        finally:
-            await self._drop_claims_conn()
-
-    async def _run(self) -> None:
         reason = "start"
         while not self._stopping:
             want = self._room()
@@ -155,19 +151,17 @@ class Producer:
 
     async def _claim_now(self, limit: int) -> list[Job]:
         # Traced claims read the jobs' trace contexts on a pooled connection: threaded.
-        if self.driver.capabilities.async_claims and not _tracing.active():
-            return await self._claim_on_loop(limit)
+        if self.loop_conns is not None and not _tracing.active():
+            return await self._claim_on_loop(self.loop_conns, limit)
         return await self.db(self._claim, limit)  # type: ignore[no-any-return]
 
-    async def _claim_on_loop(self, limit: int) -> list[Job]:
+    async def _claim_on_loop(self, conns: LoopConnections, limit: int) -> list[Job]:
         """The claim on this event loop: sent at once, its round trip and commit overlapping
-        the jobs the loop runs meanwhile (a thread would first wait for the GIL)."""
-        try:
-            if self._claims_conn is None:
-                self._claims_conn = await self.driver.async_claims()
-            claimed: list[Job] = []
+        the jobs the loop runs meanwhile (see loopconns)."""
+        claimed: list[Job] = []
+        async with conns.connection() as conn:
             for queue in self._next_order():
-                claimed += await self._claims_conn.job_claim(
+                claimed += await conn.job_claim(
                     queue=queue,
                     worker_id=self.worker_id,
                     limit=limit - len(claimed),
@@ -175,21 +169,10 @@ class Producer:
                 )
                 if len(claimed) >= limit:
                     break
-        except BaseException:
-            await self._drop_claims_conn()
-            raise
         self.loop_claims += 1
         if len(self.queues) > 1:
             claimed.sort(key=claim_order)
         return claimed
-
-    async def _drop_claims_conn(self) -> None:
-        conn, self._claims_conn = self._claims_conn, None
-        if conn is not None:
-            try:
-                await conn.close()
-            except Exception:  # closing a broken connection: nothing more to release
-                log.debug("closing the claims connection failed", exc_info=True)
 
     def _next_order(self) -> list[str]:
         """The queues in the order this claim asks them; the first rotates per claim."""

@@ -45,6 +45,7 @@ from .delivery_process import deliverer_for_worker
 from .executor import Executor
 from .heartbeater import Heartbeater
 from .inflight import InFlightJobs
+from .loopconns import LoopConnections
 from .notifier import Notifier
 from .processes import AppLoader, task_processes
 from .producer import Producer
@@ -168,8 +169,13 @@ class Worker(GracefulShutdown):
             pool=self._task_pool,
             processes=self.processes,
         )
+        #: Claims and plain outcome writes awaited on the event loop (PostgreSQL).
+        self.loop_conns = LoopConnections(driver) if driver.capabilities.loop_connections else None
         self.completer: Completer[Any, Any] = Completer(
-            driver, db=self._db, on_written=self.executor.on_written
+            driver,
+            db=self._db,
+            on_written=self.executor.on_written,
+            write_on_loop=self.loop_conns.write_jobs if self.loop_conns is not None else None,
         )
         self.executor.completer = self.completer
         self.heartbeater = Heartbeater(
@@ -194,6 +200,7 @@ class Worker(GracefulShutdown):
             lease_seconds=s.lease_seconds,
             budget=self.max_jobs,
             once=once,
+            loop_conns=self.loop_conns,
         )
         self.notifier = Notifier(driver, self.queues, self._wake_threadsafe, listen=s.listen_notify)
         #: Outbox delivery in this process (``--no-deliveries`` turns it off).
@@ -381,6 +388,8 @@ class Worker(GracefulShutdown):
 
     async def _shutdown_parts(self) -> None:
         self.notifier.stop()
+        if self.loop_conns is not None:
+            await self.loop_conns.close()
         try:
             await self._db(self._mark_stopped)
         except Exception as exc:

@@ -12,13 +12,13 @@ from typing import Any
 import psycopg
 from psycopg import Connection as PsycopgConnection
 from psycopg import errors as pg_errors
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
 from ...settings import redact_url
 from ...types import Finished, Job
-from ..base import AsyncClaims, Capabilities, FinishRequest, NewJob
+from ..base import Capabilities, FinishRequest, LoopConnection, NewJob
 from ..driver import Driver
 from ..rows import finish_row, json_param
 from ..sql import Executor, Queries, migrations_in
@@ -82,7 +82,7 @@ def conninfo_from_url(url: str) -> str:
 
 class PostgresDriver(Driver):
     dialect = "postgresql"
-    capabilities = Capabilities(listen_notify=True, async_claims=True)
+    capabilities = Capabilities(listen_notify=True, loop_connections=True)
     folder = Path(__file__).parent
 
     def __init__(
@@ -166,8 +166,8 @@ class PostgresDriver(Driver):
                 if not conn.closed:
                     conn.autocommit = False
 
-    async def async_claims(self) -> AsyncClaims:
-        return await _AsyncClaims.connect(self)
+    async def loop_connection(self) -> LoopConnection:
+        return await _LoopConnection.connect(self)
 
     def foreign(self, connection: Any) -> Executor:
         module = type(connection).__module__
@@ -309,7 +309,14 @@ class PostgresDriver(Driver):
         whose lease was lost comes back as ``LeaseLost``."""
         if not reqs or any(req.artifacts for req in reqs):
             return super().job_finish_many(ex, reqs)
-        rows = ex.run("job_finish_many", self.finish_many_params(reqs))
+        return self._finished_from_rows(
+            reqs, ex.run("job_finish_many", self.finish_many_params(reqs))
+        )
+
+    def _finished_from_rows(
+        self, reqs: Sequence[FinishRequest], rows: Sequence[Mapping[str, Any]]
+    ) -> list[Finished | LeaseLost]:
+        """Each request's answer from ``job_finish_many``'s rows: ``LeaseLost`` if absent."""
         written = {row["id"]: self.finished_from_row(row) for row in rows}
         return [written.get(req.job_id) or LeaseLost(req.job_id, req.claim_version) for req in reqs]
 
@@ -369,22 +376,24 @@ class PgListener:
         self.conn.close()
 
 
-class _AsyncClaims:
-    """Claims awaited on the worker's event loop, on an autocommit connection of their own.
+class _LoopConnection:
+    """A connection awaited on the worker's event loop, autocommit: each claim and each
+    batch of outcomes is one statement that commits by itself, as on the pool.
 
-    A claim in a thread waits for the GIL to send and again to decode, while the loop runs
-    the last batch's jobs, so it leaves only once the loop goes idle; on the loop it is sent
-    at once, and its round trip and commit overlap those jobs."""
+    A statement in a thread waits for the GIL to send and again to decode while the loop
+    runs jobs, so a claim left only once the loop went idle; on the loop it is sent at once,
+    and its round trip and commit overlap those jobs."""
 
     def __init__(self, driver: PostgresDriver, conn: psycopg.AsyncConnection[Any]) -> None:
         self._driver = driver
         self._conn = conn
-        self._sql = driver.queries.pyformat["job_claim"]
+        self._claim_sql = driver.queries.pyformat["job_claim"]
+        self._finish_sql = driver.queries.pyformat["job_finish_many"]
         # Behind PgBouncer in transaction mode nothing is prepared (see PostgresDriver).
         self._prepare: dict[str, Any] = {"prepare": False} if driver.pgbouncer else {}
 
     @classmethod
-    async def connect(cls, driver: PostgresDriver) -> _AsyncClaims:
+    async def connect(cls, driver: PostgresDriver) -> _LoopConnection:
         try:
             conn = await psycopg.AsyncConnection.connect(
                 driver.conninfo, autocommit=True, connect_timeout=10, **driver.connect_kwargs
@@ -404,9 +413,24 @@ class _AsyncClaims:
         params = self._driver._claim_params(queue, worker_id, limit, lease_seconds)
         with _translated(self._driver.url):
             async with self._conn.cursor(row_factory=tuple_row) as cur:
-                await cur.execute(self._sql, params, **self._prepare)
+                await cur.execute(self._claim_sql, params, **self._prepare)
                 rows = await cur.fetchall()
         return self._driver._claimed_jobs(rows)
+
+    async def job_finish_many(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
+        if any(req.artifacts for req in reqs):
+            raise ValueError(
+                "outcomes with artifacts are written in a transaction: use the driver's "
+                "job_finish_many on a pooled connection"
+            )
+        if not reqs:
+            return []
+        params = self._driver.finish_many_params(reqs)
+        with _translated(self._driver.url):
+            async with self._conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(self._finish_sql, params, **self._prepare)
+                rows = await cur.fetchall()
+        return self._driver._finished_from_rows(reqs, rows)
 
     async def close(self) -> None:
         await self._conn.close()

@@ -1,6 +1,6 @@
-"""Where the worker's claims run: on PostgreSQL on its event loop, over a connection of their
-own (a lost one is replaced, never used again); on SQLite, and with tracing on (a claim
-span reads the jobs' trace contexts: tests/otel), in its database threads."""
+"""Where the worker's claims and outcome writes run: on PostgreSQL on its event loop, over
+connections of their own (a lost one is replaced, never used again); on SQLite in its
+database threads. (With tracing on, claims stay in the threads: tests/otel.)"""
 
 from __future__ import annotations
 
@@ -42,13 +42,15 @@ def _loop_claims(worker: Worker) -> int:
     return worker.producer.loop_claims
 
 
-def test_a_worker_on_postgres_claims_on_its_event_loop(pg_url: str) -> None:
+def test_a_worker_on_postgres_claims_and_writes_outcomes_on_its_event_loop(pg_url: str) -> None:
     app = _app(pg_url)
     try:
         jobs = [app.enqueue("noop", {"n": i}) for i in range(40)]
         with running_worker(app, concurrency=8) as worker:
             wait_until(lambda: _all_succeeded(app, jobs), what="the jobs to run")
             assert _loop_claims(worker) >= 5  # 40 jobs, at most 8 + prefetch per claim
+            assert worker.completer.loop_writes >= 1
+            assert worker.completer.loop_writes == worker.completer.batches
     finally:
         app.close()
 
@@ -82,6 +84,6 @@ def test_a_worker_on_sqlite_claims_in_its_database_threads(sqlite_url: str) -> N
         with running_worker(app, concurrency=4) as worker:
             wait_until(lambda: _all_succeeded(app, jobs), what="the jobs to run")
             assert worker.producer is not None and worker.producer.claimed == 10
-            assert _loop_claims(worker) == 0
+            assert _loop_claims(worker) == 0 and worker.completer.loop_writes == 0
     finally:
         app.close()

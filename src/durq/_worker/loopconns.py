@@ -1,0 +1,75 @@
+"""The worker's connections on its event loop (``capabilities.loop_connections``).
+
+The claim and the outcome writes are the hot path: run in the database threads, each waits
+for the GIL to send its statement and again to decode the answer while the loop runs jobs,
+so a claim leaves only once the loop goes idle. Awaited on the loop, a statement is sent at
+once and its round trip and commit overlap the jobs. Heartbeats, maintenance and everything
+else stay on the pool, in threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from .._drivers import Driver, FinishRequest, LoopConnection
+from .._engine import keyed
+from ..errors import LeaseLost
+from ..types import Finished
+
+__all__ = ["LoopConnections"]
+
+log = logging.getLogger("durq.worker")
+
+
+class LoopConnections:
+    """One connection per statement in flight (a claim, two outcome writes), each opened
+    at first use and kept while it works; one that failed is closed, never used again."""
+
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+        self._idle: list[LoopConnection] = []
+        self._closed = False
+        #: Connections opened so far (a replaced one counts again).
+        self.opened = 0
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[LoopConnection]:
+        conn = self._idle.pop() if self._idle else await self._open()
+        try:
+            yield conn
+        except BaseException:
+            await _close(conn)  # it may be broken, or mid-statement (cancelled)
+            raise
+        if self._closed:
+            await _close(conn)
+        else:
+            self._idle.append(conn)
+
+    async def write_jobs(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost] | None:
+        """A batch of plain outcomes written on the loop; None when a rule applies (keys,
+        reports, dead letters) or a request carries artifacts: those take the threaded
+        write, which runs the rules in the same transaction."""
+        if any(keyed.needs_rules(req) or req.artifacts for req in reqs):
+            return None
+        async with self.connection() as conn:
+            return await conn.job_finish_many(reqs)
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await _close(conn)
+
+    async def _open(self) -> LoopConnection:
+        conn = await self._driver.loop_connection()
+        self.opened += 1
+        return conn
+
+
+async def _close(conn: LoopConnection) -> None:
+    try:
+        await conn.close()
+    except Exception:  # closing a broken connection: nothing more to release
+        log.debug("closing an event-loop connection failed", exc_info=True)
