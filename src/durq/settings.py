@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     # after shutdown_timeout: how long tasks that do not stop when asked keep their leases
     shutdown_hard_timeout: float = Field(30.0, ge=0)
     listen_notify: bool = True
+    # PostgreSQL: a worker's claims and plain outcome writes are awaited on its event loop,
+    # over up to three connections of its own (a claim and two writes in flight), so their
+    # round trips overlap the jobs it runs; false runs them on the pool in threads, with
+    # three connections fewer per worker process.
+    loop_connections: bool = True
     # "process": every task runs in a task process, so a crash fails only its attempt
     pool: Literal["thread", "process"] = "thread"
     max_tasks_per_child: int | None = Field(None, ge=1)  # a task process is replaced after N

@@ -4,6 +4,8 @@ database threads. (With tracing on, claims stay in the threads: tests/otel.)"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 
 import durq
@@ -13,8 +15,8 @@ from durq._worker.runner import Worker
 from .support import running_worker, wait_until
 
 
-def _app(url: str) -> durq.App:
-    app = durq.App(url)
+def _app(url: str, **settings: Any) -> durq.App:
+    app = durq.App(settings=durq.Settings(database_url=url, **settings))
 
     @app.task
     async def noop(n: int = 0) -> int:
@@ -85,5 +87,18 @@ def test_a_worker_on_sqlite_claims_in_its_database_threads(sqlite_url: str) -> N
             wait_until(lambda: _all_succeeded(app, jobs), what="the jobs to run")
             assert worker.producer is not None and worker.producer.claimed == 10
             assert _loop_claims(worker) == 0 and worker.completer.loop_writes == 0
+    finally:
+        app.close()
+
+
+def test_loop_connections_off_keeps_a_postgres_worker_on_its_pool(pg_url: str) -> None:
+    app = _app(pg_url, loop_connections=False)
+    try:
+        jobs = [app.enqueue("noop", {"n": i}) for i in range(20)]
+        with running_worker(app, concurrency=4) as worker:
+            wait_until(lambda: _all_succeeded(app, jobs), what="the jobs to run")
+            assert worker.loop_conns is None
+            assert _loop_claims(worker) == 0 and worker.completer.loop_writes == 0
+            assert worker.producer is not None and worker.producer.claimed == 20
     finally:
         app.close()

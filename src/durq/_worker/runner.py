@@ -170,7 +170,11 @@ class Worker(GracefulShutdown):
             processes=self.processes,
         )
         #: Claims and plain outcome writes awaited on the event loop (PostgreSQL).
-        self.loop_conns = LoopConnections(driver) if driver.capabilities.loop_connections else None
+        self.loop_conns = (
+            LoopConnections(driver)
+            if s.loop_connections and driver.capabilities.loop_connections
+            else None
+        )
         self.completer: Completer[Any, Any] = Completer(
             driver,
             db=self._db,
