@@ -47,6 +47,10 @@ class DurqPostgresBreakers(DurqPostgres):
 
 
 class _Receiver(BaseHTTPRequestHandler):
+    # Keep-alive, as any production receiver: under HTTP/1.0 every delivery would open a
+    # TCP connection and a server thread in the benchmark's own process.
+    protocol_version = "HTTP/1.1"
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(204)

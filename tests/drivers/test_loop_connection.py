@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from durq.types import Artifact, Finished, Job, JobState
 
 from .helpers import JobFactory, PlainSql, ago, claim, get, insert, request
 from .test_jobs_lease import _comparable, _held, _outcome_changes
+from .test_keys import enter
 
 T = TypeVar("T")
 
@@ -148,6 +150,24 @@ def test_loop_connection_finishes_what_job_finish_many_finishes(
             (r["outcome"], r["error_code"], r["runtime_ms"], r["worker_id"])
         )
     assert per_queue["looped"] == per_queue["threaded"]
+
+
+def test_loop_connection_reads_breakers_as_breaker_read_many(loop_driver: Driver) -> None:
+    driver = loop_driver
+    enter(driver, "calm")
+    enter(driver, "tripped")
+    with driver.transaction() as ex:
+        driver.breaker_set(
+            ex, "tripped", failures=2, failed=True, paused_until=None, held_until=None, opened=False
+        )
+    found = _on_loop(driver, lambda conn: conn.breaker_read_many(["tripped", "calm", "missing"]))
+    with driver.read() as ex:
+        expected = driver.breaker_read_many(ex, ["calm", "missing", "tripped"])
+    assert sorted(found) == ["calm", "tripped"]
+    for key in found:  # the same rows; ``now`` is each read's own clock
+        assert replace(found[key], now=expected[key].now) == expected[key]
+    assert found["tripped"].consecutive_failures == 2
+    assert _on_loop(driver, lambda conn: conn.breaker_read_many([])) == {}
 
 
 def test_loop_connection_leaves_artifacts_to_a_pooled_transaction(

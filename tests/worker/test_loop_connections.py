@@ -22,6 +22,11 @@ def _app(url: str, **settings: Any) -> durq.App:
     async def noop(n: int = 0) -> int:
         return n
 
+    @app.task(max_attempts=1)
+    async def flaky(fail: bool = False) -> None:
+        if fail:
+            raise RuntimeError("provider down")
+
     return app
 
 
@@ -100,5 +105,31 @@ def test_loop_connections_off_keeps_a_postgres_worker_on_its_pool(pg_url: str) -
             assert worker.loop_conns is None
             assert _loop_claims(worker) == 0 and worker.completer.loop_writes == 0
             assert worker.producer is not None and worker.producer.claimed == 20
+    finally:
+        app.close()
+
+
+def test_breaker_keyed_outcomes_take_the_loop_only_while_their_breaker_is_healthy(
+    pg_url: str,
+) -> None:
+    app = _app(pg_url)
+    try:
+        with running_worker(app, concurrency=4) as worker:
+            completer = worker.completer
+
+            def run(*jobs: durq.Job) -> None:
+                wait_until(
+                    lambda: all(app.get_job(j.id).is_terminal for j in jobs),
+                    what="the jobs to finish",
+                )
+
+            run(*(app.enqueue("flaky", breaker_key="k") for _ in range(10)))
+            assert completer.loop_writes == completer.batches  # healthy: plain writes
+            threaded = completer.batches - completer.loop_writes
+            run(app.enqueue("flaky", {"fail": True}, breaker_key="k"))
+            assert app.get_breaker("k").consecutive_failures == 1  # the rule ran
+            run(app.enqueue("flaky", breaker_key="k"))
+            assert app.get_breaker("k").consecutive_failures == 0  # a success resets it
+            assert completer.batches - completer.loop_writes >= threaded + 2
     finally:
         app.close()

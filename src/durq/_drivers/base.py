@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from .. import states
 from ..errors import DatabaseUnavailable, LeaseLost
-from ..keys import Limit
+from ..keys import Breaker, Limit
 from ..types import Artifact, Finished, Job
 from .sql import Executor, Queries, SqlAlchemyExecutor, load_queries, migrations_in
 
@@ -53,6 +53,10 @@ class LoopConnection(Protocol):
 
     async def job_finish_many(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost]:
         """What the driver's ``job_finish_many`` writes, for requests without artifacts."""
+        ...
+
+    async def breaker_read_many(self, keys: Sequence[str]) -> dict[str, Breaker]:
+        """What the driver's ``breaker_read_many`` reads (unlocked)."""
         ...
 
     async def close(self) -> None: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -29,10 +29,12 @@ from ..types import Finished, Job, JobState
 __all__ = [
     "BREAKER_CATEGORY",
     "DEAD_LETTER_CATEGORY",
+    "breakers_healthy",
     "enter",
     "finish",
     "finish_batch",
     "needs_rules",
+    "plain_breaker_keys",
     "reset_breaker",
 ]
 
@@ -78,16 +80,30 @@ def _only_breakers_healthy(driver: Driver, reqs: Sequence[FinishRequest]) -> boo
     counted, not paused), and no other rule applies: the plain write is all there is.
     Read unlocked: a failure another worker commits meanwhile orders after these
     successes, so its count stands, as it would if they had finished first."""
+    keys = plain_breaker_keys(reqs)
+    if keys is None:
+        return False
+    with driver.read() as ex:
+        return breakers_healthy(driver.breaker_read_many(ex, keys))
+
+
+def plain_breaker_keys(reqs: Sequence[FinishRequest]) -> list[str] | None:
+    """The breaker keys of a batch whose only rule is its successes' breakers (sorted);
+    None when any other rule applies. The plain write is all there is when every breaker
+    read is :func:`breakers_healthy`."""
     keys: set[str] = set()
     for req in reqs:
         if req.concurrency_key or req.report or req.change.to_state != JobState.SUCCEEDED:
             if needs_rules(req):
-                return False
+                return None
             continue
         if req.breaker_key:
             keys.add(req.breaker_key)
-    with driver.read() as ex:
-        found = driver.breaker_read_many(ex, sorted(keys))
+    return sorted(keys)
+
+
+def breakers_healthy(found: Mapping[str, Breaker]) -> bool:
+    """No failure counted and none paused: a success has nothing to undo."""
     return all(b.consecutive_failures == 0 and b.paused_until is None for b in found.values())
 
 

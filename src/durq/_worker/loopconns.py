@@ -48,12 +48,22 @@ class LoopConnections:
             self._idle.append(conn)
 
     async def write_jobs(self, reqs: Sequence[FinishRequest]) -> list[Finished | LeaseLost] | None:
-        """A batch of plain outcomes written on the loop; None when a rule applies (keys,
-        reports, dead letters) or a request carries artifacts: those take the threaded
-        write, which runs the rules in the same transaction."""
-        if any(keyed.needs_rules(req) or req.artifacts for req in reqs):
+        """A batch of plain outcomes written on the loop, as ``keyed.finish_batch`` writes
+        it: successes whose breakers have nothing to undo are plain too (read unlocked
+        first, as there). None when another rule applies (a concurrency key, an alert, a
+        dead letter, a breaker to move) or a request carries artifacts: those take the
+        threaded write, which runs the rules in one transaction."""
+        if any(req.artifacts for req in reqs):
             return None
+        keys: list[str] = []
+        if any(keyed.needs_rules(req) for req in reqs):
+            found = keyed.plain_breaker_keys(reqs)
+            if found is None:
+                return None
+            keys = found
         async with self.connection() as conn:
+            if keys and not keyed.breakers_healthy(await conn.breaker_read_many(keys)):
+                return None
             return await conn.job_finish_many(reqs)
 
     async def close(self) -> None:

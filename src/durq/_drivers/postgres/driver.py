@@ -16,6 +16,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import ConfigurationError, DatabaseUnavailable, LeaseLost, SchemaOutOfDate
+from ...keys import Breaker
 from ...settings import redact_url
 from ...types import Finished, Job
 from ..base import Capabilities, FinishRequest, LoopConnection, NewJob
@@ -389,6 +390,7 @@ class _LoopConnection:
         self._conn = conn
         self._claim_sql = driver.queries.pyformat["job_claim"]
         self._finish_sql = driver.queries.pyformat["job_finish_many"]
+        self._breakers_sql = driver.queries.pyformat["breaker_read_many"]
         # Behind PgBouncer in transaction mode nothing is prepared (see PostgresDriver).
         self._prepare: dict[str, Any] = {"prepare": False} if driver.pgbouncer else {}
 
@@ -431,6 +433,16 @@ class _LoopConnection:
                 await cur.execute(self._finish_sql, params, **self._prepare)
                 rows = await cur.fetchall()
         return self._driver._finished_from_rows(reqs, rows)
+
+    async def breaker_read_many(self, keys: Sequence[str]) -> dict[str, Breaker]:
+        if not keys:
+            return {}
+        params = {"keys": sorted(keys), "now": None}
+        with _translated(self._driver.url):
+            async with self._conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(self._breakers_sql, params, **self._prepare)
+                rows = await cur.fetchall()
+        return {r["key"]: self._driver.breaker_from_row(r) for r in rows}
 
     async def close(self) -> None:
         await self._conn.close()
