@@ -51,26 +51,41 @@ def test_without_a_start_rate_a_claim_takes_only_free_slots(clock: Clock) -> Non
     assert held.free == 10
 
 
+def _per_window(rate: float) -> int:
+    """How many starts in one rate window make ``rate`` starts a second."""
+    return round(rate * inflight.RATE_WINDOW)
+
+
 def test_fast_starts_open_the_buffer_up_to_prefetch(clock: Clock) -> None:
     held = InFlightJobs(concurrency=10, prefetch=100)
-    _start(held, 1, 1000)  # 1,000 starts in one rate window: 4,000 a second
+    _start(held, 1, _per_window(4000))  # 4,000 starts a second
     clock.now += inflight.RATE_WINDOW
     # 50 ms of work at 4,000/s is 200 jobs; the buffer stops at prefetch.
     assert held.buffer_size() == 100
     assert held.free == 110
 
 
+def test_the_first_busy_window_after_an_idle_stretch_opens_the_buffer(clock: Clock) -> None:
+    held = InFlightJobs(concurrency=10, prefetch=1000)
+    _start(held, 1, 1)
+    clock.now += 30  # idle for half a minute after one job
+    assert held.buffer_size() == 0
+    _start(held, 2, _per_window(4000))  # then a burst: its first window counts alone
+    clock.now += inflight.RATE_WINDOW
+    assert held.buffer_size() == 200
+
+
 def test_slow_starts_keep_the_buffer_empty(clock: Clock) -> None:
     held = InFlightJobs(concurrency=10, prefetch=100)
-    _start(held, 1, 3)  # 3 starts in a window: 12 a second, under one job per 50 ms
-    clock.now += inflight.RATE_WINDOW
+    _start(held, 1, 3)  # 3 starts in a second: under one job per 50 ms
+    clock.now += 1.0
     assert held.buffer_size() == 0
     assert held.free == 10
 
 
 def test_an_idle_window_halves_the_buffer(clock: Clock) -> None:
     held = InFlightJobs(concurrency=10, prefetch=1000)
-    _start(held, 1, 1000)
+    _start(held, 1, _per_window(4000))
     clock.now += inflight.RATE_WINDOW
     assert held.buffer_size() == 200  # 4,000/s for 50 ms
     clock.now += inflight.RATE_WINDOW  # nothing started in this window

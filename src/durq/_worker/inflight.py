@@ -19,8 +19,9 @@ __all__ = ["InFlight", "InFlightJobs", "Phase", "Pulse"]
 
 #: A buffer holds at most this many seconds of work at the process's recent start rate.
 PREFETCH_HORIZON = 0.05
-#: The start rate is measured over windows this long.
-RATE_WINDOW = 0.25
+#: The start rate is measured over windows this long (1/16 s): short, so a burst after an
+#: idle stretch opens the buffer within its first window.
+RATE_WINDOW = 0.0625
 
 
 class Phase(enum.Enum):
@@ -126,7 +127,8 @@ class InFlightJobs:
         if elapsed >= RATE_WINDOW:
             rate = self._starts / elapsed
             # Half the last window, half before it: one idle window halves the buffer.
-            self.start_rate = (self.start_rate + rate) / 2 if self.start_rate else rate
+            fresh = self.start_rate * PREFETCH_HORIZON < 1  # no buffer yet: nothing to blend
+            self.start_rate = rate if fresh else (self.start_rate + rate) / 2
             self._starts, self._window_start = 0, now
         return min(self.prefetch, int(self.start_rate * PREFETCH_HORIZON))
 
