@@ -437,7 +437,7 @@ class _LoopConnection:
     async def breaker_read_many(self, keys: Sequence[str]) -> dict[str, Breaker]:
         if not keys:
             return {}
-        params = {"keys": sorted(keys), "now": None}
+        params = {"keys": self._driver.list_param(sorted(keys)), "now": self._driver.now_param()}
         with _translated(self._driver.url):
             async with self._conn.cursor(row_factory=dict_row) as cur:
                 await cur.execute(self._breakers_sql, params, **self._prepare)
