@@ -22,20 +22,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import shutil
 import statistics
 import sys
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .config import Endpoints
-from .durq_subject import CONCURRENCY, DurqPostgres
+from .durq_subject import CONCURRENCY
 from .measure import emit
-from .scaling import HARNESS, drain
-from .subject import Context
+from .scaling import drain, harness, header
 
 Interval = tuple[float, float]
 
@@ -73,7 +67,7 @@ def analyse(timeline: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("the worker's timeline holds no claim that found jobs")
     lo, hi = claims[0][0], max(e for _, e in claims)
     span = hi - lo
-    selects = _clip(sorted(tuple(x) for x in timeline["selects"]), lo, hi)  # type: ignore[misc]
+    selects = _clip(sorted(tuple(x) for x in timeline["selects"]), lo, hi)
     in_flight = _union(_clip(claims, lo, hi))
     claim_time = sum(e - s for s, e in in_flight)
     idle = sum(e - s for s, e in selects)
@@ -123,16 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     settings: list[dict[str, str]] = args.setting or [{}]
 
-    os.environ["PGAPPNAME"] = HARNESS
-    tmp = Path(tempfile.mkdtemp(prefix="durq-loop-stall-"))
-    os.environ["DURQ_BENCH_TMP"] = str(tmp)  # worker logs
-    (tmp / "sink").mkdir()
-    ctx = Context(endpoints=Endpoints(), tmp=tmp, sink=tmp / "sink")
     drains: list[list[dict[str, Any]]] = [[] for _ in settings]
-    try:
+    with harness("durq-loop-stall-") as ctx:
         for run in range(args.runs):
             for i, setting in enumerate(settings):
-                lines = tmp / f"timeline-{run}-{i}"
+                lines = ctx.tmp / f"timeline-{run}-{i}"
                 lines.mkdir()
                 env = _env(setting) | {"DURQ_BENCH_TIMELINE": str(lines)}
                 row = drain(ctx, args.jobs, 1, args.concurrency, worker_env=env)
@@ -148,24 +137,18 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    keys = ("jobs_per_s", "claim_in_flight", "loop_idle", "loop_idle_during_claims", "claim_ms")
-    result = {
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cpus": os.cpu_count(),
-        "versions": DurqPostgres(ctx).versions(),
-        "argv": sys.argv[1:] if argv is None else argv,
-        "concurrency": args.concurrency,
-        "settings": [
-            {
-                "setting": setting,
-                "median": {k: statistics.median(r[k] for r in rows) for k in keys},
-                "drains": rows,
-            }
-            for setting, rows in zip(settings, drains, strict=True)
-        ],
-    }
+        keys = ("jobs_per_s", "claim_in_flight", "loop_idle", "loop_idle_during_claims", "claim_ms")
+        result = header(ctx, argv) | {
+            "concurrency": args.concurrency,
+            "settings": [
+                {
+                    "setting": setting,
+                    "median": {k: statistics.median(r[k] for r in rows) for k in keys},
+                    "drains": rows,
+                }
+                for setting, rows in zip(settings, drains, strict=True)
+            ],
+        }
     emit(result, args.output)
     return 0
 

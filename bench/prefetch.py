@@ -13,20 +13,14 @@ drain and the median jobs/s per setting (and writes it with ``-o``).
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
 import sys
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .config import Endpoints
-from .durq_subject import CONCURRENCY, DurqPostgres
+from .durq_subject import CONCURRENCY
 from .measure import emit
-from .scaling import HARNESS, drain
-from .subject import Context
+from .scaling import drain, harness, header
 
 
 def _ints(text: str) -> list[int]:
@@ -43,13 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
 
-    os.environ["PGAPPNAME"] = HARNESS
-    tmp = Path(tempfile.mkdtemp(prefix="durq-prefetch-"))
-    os.environ["DURQ_BENCH_TMP"] = str(tmp)  # worker logs
-    (tmp / "sink").mkdir()
-    ctx = Context(endpoints=Endpoints(), tmp=tmp, sink=tmp / "sink")
     drains: dict[int, list[dict[str, Any]]] = {n: [] for n in args.prefetch}
-    try:
+    with harness("durq-prefetch-") as ctx:
         for run in range(args.runs):
             for n in args.prefetch:  # alternating: the machine's drift spreads over both
                 env = {"DURQ_PREFETCH": str(n), "DURQ_BENCH_TASK_MS": str(args.task_ms)}
@@ -60,20 +49,15 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    result = {
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cpus": os.cpu_count(),
-        "versions": DurqPostgres(ctx).versions(),
-        "argv": sys.argv[1:] if argv is None else argv,
-        "task_ms": args.task_ms,
-        "concurrency": args.concurrency,
-        "median_jobs_per_s": {
-            str(n): statistics.median(r["jobs_per_s"] for r in rows) for n, rows in drains.items()
-        },
-        "drains": {str(n): rows for n, rows in drains.items()},
-    }
+        result = header(ctx, argv) | {
+            "task_ms": args.task_ms,
+            "concurrency": args.concurrency,
+            "median_jobs_per_s": {
+                str(n): statistics.median(r["jobs_per_s"] for r in rows)
+                for n, rows in drains.items()
+            },
+            "drains": {str(n): rows for n, rows in drains.items()},
+        }
     emit(result, args.output)
     return 0
 

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,30 @@ def _log(message: str) -> None:
 
 def _dbname(url: str) -> str:
     return url.rpartition("/")[2]
+
+
+@contextmanager
+def harness(prefix: str) -> Iterator[Context]:
+    """A drain harness's context: its own connections named (the samples count only the
+    workers'), a scratch folder for the workers' logs and sink, removed at the end."""
+    os.environ["PGAPPNAME"] = HARNESS
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["DURQ_BENCH_TMP"] = str(tmp)  # worker logs
+    (tmp / "sink").mkdir()
+    try:
+        yield Context(endpoints=Endpoints(), tmp=tmp, sink=tmp / "sink")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def header(ctx: Context, argv: list[str] | None) -> Row:
+    """What every harness's JSON starts with: when, on how many cores, which versions, how."""
+    return {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "versions": DurqPostgres(ctx).versions(),
+        "argv": sys.argv[1:] if argv is None else argv,
+    }
 
 
 class Sampler:
@@ -299,32 +324,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
 
-    # The harness's own connections are named, so the samples count only the workers'.
-    os.environ["PGAPPNAME"] = HARNESS
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
-    endpoints = Endpoints()
-    tmp = Path(tempfile.mkdtemp(prefix="durq-scale-"))
-    os.environ["DURQ_BENCH_TMP"] = str(tmp)  # worker logs
-    (tmp / "sink").mkdir()
-    ctx = Context(endpoints=endpoints, tmp=tmp, sink=tmp / "sink")
-    with psycopg.connect(endpoints.pg_admin_url) as conn:
-        server: dict[str, str] = dict(conn.execute(SETTINGS_SQL).fetchall())
-    version = subprocess.run(
-        [shutil.which("pgbouncer") or "/usr/sbin/pgbouncer", "--version"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split("\n")[0]
-    result: Row = {
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cpus": os.cpu_count(),
-        "postgresql": server,  # W5's autovacuum figures depend on these
-        "pgbouncer": version,
-        "versions": DurqPostgres(ctx).versions(),
-        "argv": sys.argv[1:] if argv is None else argv,
-    }
-    try:
+    with harness("durq-scale-") as ctx:
+        with psycopg.connect(ctx.endpoints.pg_admin_url) as conn:
+            server: dict[str, str] = dict(conn.execute(SETTINGS_SQL).fetchall())
+        version = subprocess.run(
+            [shutil.which("pgbouncer") or "/usr/sbin/pgbouncer", "--version"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split("\n")[0]
+        result: Row = header(ctx, argv) | {
+            "postgresql": server,  # W5's autovacuum figures depend on these
+            "pgbouncer": version,
+        }
         direct = result["w3_direct"] = []
         for n in args.processes:
             _log(f"W3 direct: {args.jobs} jobs, {n} process(es) x {args.concurrency}")
@@ -338,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                 "concurrency": args.bouncer_concurrency,
                 "runs": runs,
             }
-            with pgbouncer(endpoints.pg_admin_url, args.pool_size) as hostport:
+            with pgbouncer(ctx.endpoints.pg_admin_url, args.pool_size) as hostport:
                 for n in args.bouncer_processes:
                     _log(
                         f"W3 PgBouncer: {args.jobs} jobs, {n} processes x "
@@ -351,8 +365,6 @@ def main(argv: list[str] | None = None) -> int:
                 _log("autovacuum is off on this server: W5 will show no autovacuum runs")
             _log(f"W5: {args.rate:g} jobs/s for {args.seconds:g} s, 1 worker process")
             result["w5"] = steady(ctx, args.rate, args.seconds, args.sample_every)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     emit(result, args.output)
     return 0
 

@@ -29,7 +29,7 @@ def install(directory: str) -> None:
     loop_thread = threading.main_thread().ident
     select = selectors.EpollSelector.select
     threaded = not hasattr(Producer, "_claim_now")  # durq before its event-loop claims
-    claim = Producer._claim if threaded else Producer._claim_now
+    claim: Any = Producer._claim if threaded else Producer._claim_now
 
     def timed_select(self: Any, timeout: float | None = None) -> Any:
         if threading.get_ident() != loop_thread:

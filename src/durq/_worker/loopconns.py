@@ -31,12 +31,10 @@ class LoopConnections:
         self._driver = driver
         self._idle: list[LoopConnection] = []
         self._closed = False
-        #: Connections opened so far (a replaced one counts again).
-        self.opened = 0
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[LoopConnection]:
-        conn = self._idle.pop() if self._idle else await self._open()
+        conn = self._idle.pop() if self._idle else await self._driver.loop_connection()
         try:
             yield conn
         except BaseException:
@@ -71,11 +69,6 @@ class LoopConnections:
         idle, self._idle = self._idle, []
         for conn in idle:
             await _close(conn)
-
-    async def _open(self) -> LoopConnection:
-        conn = await self._driver.loop_connection()
-        self.opened += 1
-        return conn
 
 
 async def _close(conn: LoopConnection) -> None:
