@@ -2,20 +2,22 @@
 restart or killed backends measured in a second rather than in tens of them.
 
 The check costs a round trip, as much as a short statement: a connection that came back
-to the pool moments ago in good order is handed out without it (its server answered it
-just now). Once any connection comes back broken, every checkout is checked again for a
-while, so a restart is found on checkout as before."""
+to the pool moments ago in good order, with nothing waiting on its socket, is handed out
+without it (its server answered it just now, and a server that closed it since has left
+its goodbye or the end of the stream there). Once any connection comes back broken,
+every checkout is checked again for a while, so a restart is found on checkout."""
 
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, OperationalError
 from psycopg.pq import ConnStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
@@ -75,6 +77,7 @@ class DurqPool(ConnectionPool):
             and now - returned < FRESH_SECONDS
             and now >= self._distrust_until
             and conn.pgconn.status == ConnStatus.OK
+            and not _input_waiting(conn)
         ):
             self.checks_skipped += 1
             return
@@ -118,6 +121,22 @@ class DurqPool(ConnectionPool):
             if attempt.time_to_give_up(now):
                 raise PoolTimeout()
             time.sleep(attempt.delay)
+
+
+def _input_waiting(conn: Connection[Any]) -> bool:
+    """Whether an idle connection's socket has something to read: an idle session is sent
+    nothing unasked but a closing server's FATAL message, the end of the stream, or a rare
+    notice. A non-blocking poll, no round trip, like pgx's CheckConn."""
+    try:
+        fd = conn.pgconn.socket
+    except OperationalError:  # no socket: closed
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
 
 
 _in_pool = threading.local()
