@@ -25,22 +25,33 @@ def test_three_workers_for_three_ticks_enqueue_exactly_three_jobs(
     workers = [spawn("--poll-interval", "0.2", app=PERIODIC_APP, name=f"p{i}") for i in range(3)]
     for worker in workers:
         worker.wait_ready(app)
-    # Count the three whole ticks after every worker is up.
-    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
-    window = [start + timedelta(seconds=i) for i in range(3)]
+    # A leader's term starts with the next tick (no back-fill): count three whole ticks
+    # after the first one a leader enqueued, however long the election took under load.
+    wait_until(
+        lambda: app.list_jobs(task="heartbeat_report", limit=1),
+        timeout=30,
+        what="a leader's first tick",
+    )
+    first = max(j.run_at for j in app.list_jobs(task="heartbeat_report", limit=1000))
+    window = [first + timedelta(seconds=i) for i in (1, 2, 3)]
 
     def tick_jobs() -> list[durq.Job]:
         found = app.list_jobs(task="heartbeat_report", limit=1000)
         return [j for j in found if window[0] <= j.run_at <= window[-1]]
 
-    wait_until(
-        lambda: (
-            {j.run_at for j in tick_jobs()} == set(window)
-            and all(app.get_job(j.id).state == "succeeded" for j in tick_jobs())
-        ),
-        timeout=30,
-        what="the three ticks to be enqueued and run",
-    )
+    try:
+        wait_until(
+            lambda: (
+                {j.run_at for j in tick_jobs()} == set(window)
+                and all(app.get_job(j.id).state == "succeeded" for j in tick_jobs())
+            ),
+            timeout=30,
+            what="the three ticks to be enqueued and run",
+        )
+    except AssertionError as exc:
+        seen = sorted((j.run_at.isoformat(), j.state) for j in tick_jobs())
+        terms = [line for w in workers for line in w.log().splitlines() if " leads " in line]
+        raise AssertionError(f"{exc}; window {window}, seen {seen}, leader terms {terms}") from exc
     assert sorted(j.run_at for j in tick_jobs()) == window  # one job per tick, no more
     assert {j.idempotency_key for j in tick_jobs()} == {
         f"heartbeat_report@{t.isoformat()}" for t in window
