@@ -16,7 +16,6 @@ Contract (seed 000):
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -337,19 +336,23 @@ def get_backfill_backlog_health(db: Session) -> dict[str, Any]:
     ``degraded`` is the instantaneous breach; the alert's ``for: 15m`` makes it sustained.
     """
     now = utcnow()
-    pending = Job.status == "pending"
-    count = int(db.execute(select(func.count()).where(pending)).scalar_one())
-    p95 = 0.0
-    if count:
-        rank = math.ceil(0.95 * count)  # the rank-th smallest age is the rank-th newest row
-        nth = db.execute(
-            select(Job.updated_at)
-            .where(pending)
-            .order_by(Job.updated_at.desc())
-            .offset(rank - 1)
-            .limit(1)
-        ).scalar_one()
-        p95 = max(0.0, (now - nth).total_seconds())
+    # One statement, so the count and the p95 read the same rows: removals delete pending
+    # rows concurrently, and under READ COMMITTED each statement has a snapshot of its own.
+    ranked = (
+        select(
+            Job.updated_at,
+            func.count().over().label("n"),
+            func.row_number().over(order_by=Job.updated_at.desc()).label("r"),
+        )
+        .where(Job.status == "pending")
+        .subquery()
+    )
+    # nearest rank: the ceil(0.95 n)-th smallest age is the ceil(0.95 n)-th newest row
+    found = db.execute(
+        select(ranked.c.n, ranked.c.updated_at).where(ranked.c.r == (95 * ranked.c.n + 99) // 100)
+    ).first()
+    count = int(found.n) if found is not None else 0
+    p95 = max(0.0, (now - found.updated_at).total_seconds()) if found is not None else 0.0
     degraded = p95 > BACKFILL_PENDING_AGE_P95_GUARDRAIL_SECONDS or (
         count > BACKFILL_PENDING_COUNT_GUARDRAIL
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, event, insert, update
 from tests.waiting import wait_until
 
 import durq
@@ -278,6 +278,42 @@ def test_backfill_backlog_guardrail_flags_degraded_when_threshold_exceeded(
         (job,) = testing.drain(runtime.app)
     (warning,) = [r for r in caplog.records if "backlog degraded" in r.getMessage()]
     assert (warning.task_name, warning.task_id, warning.request_id) == (TASK, job.id, "req-1")  # type: ignore[attr-defined]
+
+
+def test_backfill_backlog_health_is_read_in_one_snapshot_while_rows_go(
+    runtime: NexusRuntime,
+) -> None:
+    """Member removals delete pending rows while a worker reads the backlog's health: the
+    count and the p95 come from the same rows (two statements under READ COMMITTED each
+    saw their own, and the second found no row when the first had counted them)."""
+    if runtime.engine.dialect.name == "sqlite":
+        pytest.skip("SQLite sessions begin IMMEDIATE: no removal commits while one reads")
+    ages = [10.0 * i for i in range(1, 21)]
+    _pending_rows(runtime, ages)
+    deleted: list[int] = []
+
+    def delete_after_first_statement(*_: Any) -> None:
+        if deleted:
+            return
+        deleted.append(0)  # before the delete below runs its own statement
+        with runtime.engine.begin() as other:
+            deleted[0] = other.execute(delete(DefaultLibraryBackfillJob)).rowcount
+
+    event.listen(runtime.engine, "after_cursor_execute", delete_after_first_statement)
+    try:
+        health = _health(runtime)
+    finally:
+        event.remove(runtime.engine, "after_cursor_execute", delete_after_first_statement)
+    assert deleted == [len(ages)]
+    assert health["pending_count"] == len(ages)
+    assert health["pending_age_p95_seconds"] == pytest.approx(
+        sorted(ages)[math.ceil(0.95 * len(ages)) - 1], abs=5
+    )
+    assert _health(runtime) == {
+        "pending_count": 0,
+        "pending_age_p95_seconds": 0.0,
+        "degraded": False,
+    }
 
 
 def _body(key: closure.BackfillKey) -> dict[str, str]:
