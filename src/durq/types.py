@@ -198,7 +198,8 @@ class WorkerInfo:
     """One row of ``durq_workers``: a worker process, live or gone.
 
     ``alive`` means not stopped and heard from within three heartbeats; ``running`` is how
-    many jobs it holds now; ``processed`` how many outcomes it wrote since it started.
+    many jobs it holds now; ``processed`` how many jobs it ran to an outcome since it
+    started (a job released at shutdown, its attempt not spent, is not counted).
     """
 
     id: str

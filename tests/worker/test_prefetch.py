@@ -105,6 +105,9 @@ def test_prefetched_jobs_are_released_at_shutdown_without_spending_an_attempt(
     wait_until(worker.finished.is_set, what="the worker to stop")
     assert app.get_job(blocker.id).state == "succeeded"
     assert [str(app.get_job(j.id).state) for j in waiting] == ["queued"] * 3
+    # A release is written but not a job processed: the worker row counts the blocker only.
+    (row,) = [w for w in app.list_workers() if w.id == worker.worker_id]
+    assert (row.status, row.processed) == ("stopped", 1)
 
 
 def test_a_prefetched_job_cancelled_before_it_starts_never_runs(

@@ -103,7 +103,7 @@ class Completer(Generic[E, R]):
         self.outage = Outage(component, driver, log)
         #: Writes whose commit went unanswered and that were found written on re-reading.
         self.found_written = 0
-        self.written = 0  # outcomes written (the worker row's ``processed``)
+        self.written = 0  # outcomes written (releases too; the runner counts ``processed``)
         self.batches = 0
         self.unwritable = 0  # outcomes dead-lettered because they could not be stored
         self._queue: asyncio.Queue[tuple[E, R]] = asyncio.Queue()

@@ -189,7 +189,7 @@ class Worker(GracefulShutdown):
             db=self._db,
             lease_seconds=s.lease_seconds,
             heartbeat_seconds=s.heartbeat_seconds,
-            processed=lambda: self.completer.written,
+            processed=lambda: self.processed,
             on_lost=self.executor.on_lost,
             on_cancel=self.executor.on_cancel,
         )
@@ -257,6 +257,12 @@ class Worker(GracefulShutdown):
     @property
     def released(self) -> int:
         return self.executor.released
+
+    @property
+    def processed(self) -> int:
+        """Jobs run to an outcome (the worker row's ``processed``): every outcome written
+        but the releases, which hand a job back without running it to its end."""
+        return self.completer.written - self.executor.released
 
     @property
     def lost(self) -> int:
@@ -377,7 +383,7 @@ class Worker(GracefulShutdown):
     def _mark_stopped(self) -> None:
         def write() -> None:
             with self.driver.transaction() as ex:
-                self.driver.worker_stop(ex, self.worker_id, self.completer.written)
+                self.driver.worker_stop(ex, self.worker_id, self.processed)
 
         # Right after a restart the first try may meet a dropped connection: try again.
         retry_transient(self.driver, write, timeout=BOOKKEEPING_TIMEOUT)
