@@ -33,7 +33,8 @@ def workers(
 
     A dead worker's jobs are reclaimed by the others when their leases expire.
 
-    Columns: conc = concurrency, done = jobs run to an outcome, up = running for, seen = last heartbeat.
+    Columns: conc = concurrency, done = jobs run to an outcome, up = running for,
+    seen = last heartbeat.
     """
     app = load_app(app_spec, database_url)
     with durq_errors():

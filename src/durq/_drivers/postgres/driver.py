@@ -109,10 +109,7 @@ class PostgresDriver(Driver):
                 self.conninfo, autocommit=autocommit, connect_timeout=10, **self.connect_kwargs
             )
         except psycopg.OperationalError as exc:
-            raise DatabaseUnavailable(
-                f"cannot connect to {redact_url(self.url)}: {str(exc).strip()}. "
-                "Is PostgreSQL running and DURQ_DATABASE_URL right?"
-            ) from exc
+            raise _cannot_connect(self.url, exc) from exc
 
     def is_transient(self, exc: BaseException) -> bool:
         # OperationalError covers lost connections, shutdowns and serialization failures.
@@ -403,10 +400,7 @@ class _LoopConnection:
             # Timestamps in UTC, as on the pool's connections (ts_out converts otherwise).
             await conn.execute("SET TIME ZONE 'UTC'")
         except psycopg.OperationalError as exc:
-            raise DatabaseUnavailable(
-                f"cannot connect to {redact_url(driver.url)}: {str(exc).strip()}. "
-                "Is PostgreSQL running and DURQ_DATABASE_URL right?"
-            ) from exc
+            raise _cannot_connect(driver.url, exc) from exc
         return cls(driver, conn)
 
     async def job_claim(
@@ -463,6 +457,13 @@ def _copyable(ex: Executor, jobs: Sequence[NewJob]) -> bool:
         isinstance(ex, PsycopgExecutor)
         and isinstance(ex.conn, psycopg.Connection)
         and all(j.run_at is None and not j.delay for j in jobs)
+    )
+
+
+def _cannot_connect(url: str, exc: psycopg.OperationalError) -> DatabaseUnavailable:
+    return DatabaseUnavailable(
+        f"cannot connect to {redact_url(url)}: {str(exc).strip()}. "
+        "Is PostgreSQL running and DURQ_DATABASE_URL right?"
     )
 
 
